@@ -1,0 +1,64 @@
+/**
+ * One error base class with a closed set of codes. A rate limit decision is never an error;
+ * these are failures only. Mapping to gRPC status codes lives in transport/grpc.
+ */
+
+/** Every failure kind sluice raises, with what it means. */
+export const ERROR_CODES = {
+  INVALID_CONFIG: 'A rate limit configuration file set failed validation.',
+  INVALID_SETTINGS: 'Environment variables or command-line flags are invalid.',
+  INVALID_REQUEST: 'A ShouldRateLimit request is malformed or exceeds a size bound.',
+  STORE_UNAVAILABLE: 'The counter store could not answer.',
+  INTERNAL: 'An unexpected failure inside sluice.',
+} as const;
+
+/** One of the closed set of error codes. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The base of every error sluice throws on purpose. */
+export class SluiceError extends Error {
+  /** What kind of failure this is. */
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SluiceError';
+    this.code = code;
+  }
+
+  /** Normalise anything thrown into a SluiceError (INTERNAL unless it already is one). */
+  static from(value: unknown): SluiceError {
+    if (value instanceof SluiceError) return value;
+    const message = value instanceof Error ? value.message : String(value);
+    return new SluiceError('INTERNAL', message, { cause: value });
+  }
+}
+
+/** One problem in one configuration file. */
+export interface ConfigProblem {
+  /** The file the problem is in (as given to the loader). */
+  readonly file: string;
+  /** YAML path of the offending node, e.g. `descriptors[1].rate_limit.unit`; `''` for the file. */
+  readonly path: string;
+  /** What is wrong and, where possible, what to write instead. */
+  readonly message: string;
+}
+
+/** Formats a problem as `file: path: message` (path omitted when empty). */
+export function formatConfigProblem(problem: ConfigProblem): string {
+  return problem.path === ''
+    ? `${problem.file}: ${problem.message}`
+    : `${problem.file}: ${problem.path}: ${problem.message}`;
+}
+
+/** A configuration file set failed validation; carries every problem found. */
+export class ConfigError extends SluiceError {
+  /** Every problem, in file order. */
+  readonly problems: readonly ConfigProblem[];
+
+  constructor(problems: readonly ConfigProblem[]) {
+    super('INVALID_CONFIG', problems.map(formatConfigProblem).join('\n'));
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
