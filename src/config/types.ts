@@ -2,6 +2,7 @@
  * The validated, immutable configuration: what the rest of sluice reads. Produced by
  * `config/` from the reference's YAML format; never mutated after it is built.
  */
+import type { ConfigProblem } from '../errors.js';
 import type { RateLimitUnit, RequestDescriptor } from '../model.js';
 
 /** Counting algorithms. Only `sliding_window` exists until the extensions issue lands. */
@@ -53,6 +54,13 @@ export interface LimitMatch {
   readonly sharedPattern: string | undefined;
   /** Index of the request entry that `sharedPattern` replaces; -1 when none. */
   readonly sharedEntryIndex: number;
+  /**
+   * Every shared entry by request entry index (one slot per entry, `undefined` where the request
+   * value is kept); `undefined` (or absent) when no entry is shared. Differs from
+   * `sharedPattern`/`sharedEntryIndex` (which report the deepest one) only when `share_threshold`
+   * wildcards sit at several levels of the matched path, as the reference allows.
+   */
+  readonly sharedPatterns?: readonly (string | undefined)[] | undefined;
 }
 
 /** One domain's rules (one or more files merged). */
@@ -67,6 +75,8 @@ export interface DomainInfo {
 export interface ConfigSnapshot {
   /** Every file the snapshot was built from, sorted. */
   readonly files: readonly string[];
+  /** Non-fatal findings (misplaced reference keys that are ignored), for the logs. */
+  readonly warnings: readonly ConfigProblem[];
   /** Loaded domains by name. */
   readonly domains: ReadonlyMap<string, DomainInfo>;
   /**

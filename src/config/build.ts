@@ -1,0 +1,184 @@
+/**
+ * Validated file configs -> the matching tree of each domain. Everything getLimit needs is
+ * prepared here, once per snapshot: per-level maps, compiled wildcards, and one frozen LimitMatch
+ * per rule node, so matching itself allocates nothing.
+ */
+import { UNIT_MS, type RateLimitUnit } from '../model.js';
+import type { LimitMatch, RateLimitRule } from './types.js';
+import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
+import { compileGlob, isWildcard, type Glob } from './glob.js';
+
+/** One node of the tree: a configured descriptor. */
+export class ConfigNode {
+  constructor(
+    /** The prepared answer when this node carries a rule, else `undefined`. */
+    readonly match: LimitMatch | undefined,
+    /** The next level, `undefined` when the node has no nested descriptors. */
+    readonly children: ConfigLevel | undefined,
+  ) {}
+}
+
+/** A node reached through a wildcard value. */
+export interface WildcardNode {
+  /** The compiled `value` pattern. */
+  readonly glob: Glob;
+  /** The node. */
+  readonly node: ConfigNode;
+}
+
+/** The descriptors of one level (a domain's top level, or a node's nested descriptors). */
+export class ConfigLevel {
+  /** key -> value -> node, for nodes with a value (wildcard patterns too, as literal text). */
+  readonly exact = new Map<string, Map<string, ConfigNode>>();
+  /** key -> wildcard nodes in declaration order. */
+  readonly wildcards = new Map<string, WildcardNode[]>();
+  /** key -> the key-only (default) node. */
+  readonly defaults = new Map<string, ConfigNode>();
+}
+
+/** A built domain: its tree and its rules for `/rlconfig`. */
+export interface BuiltDomain {
+  /** The domain name. */
+  readonly name: string;
+  /** Files that contributed, in load order. */
+  readonly files: string[];
+  /** The top level. */
+  readonly root: ConfigLevel;
+  /** One `/rlconfig` line per rule. */
+  readonly dumpLines: string[];
+}
+
+/**
+ * Placeholder unit of an unlimited rule. The reference leaves it UNKNOWN; RateLimitRule needs a
+ * unit, and an unlimited rule is never counted nor reported, so any unit will do. `/rlconfig`
+ * still prints UNKNOWN for it, as the reference does.
+ */
+export const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
+
+/**
+ * Build the trees of a valid file set. Files of one domain are merged in order (only reached
+ * when merging is allowed; validation rejected the duplicates otherwise).
+ */
+export function buildDomains(configs: readonly FileConfig[]): Map<string, BuiltDomain> {
+  const domains = new Map<string, BuiltDomain>();
+  for (const config of configs) {
+    let domain = domains.get(config.domain);
+    if (domain === undefined) {
+      domain = { name: config.domain, files: [], root: new ConfigLevel(), dumpLines: [] };
+      domains.set(config.domain, domain);
+    }
+    domain.files.push(config.file);
+    addDescriptors(domain, domain.root, config.descriptors, `${config.domain}.`, []);
+  }
+  return domains;
+}
+
+function addDescriptors(
+  domain: BuiltDomain,
+  level: ConfigLevel,
+  descriptors: readonly DescriptorConfig[],
+  parentKey: string,
+  sharedByDepth: readonly (string | undefined)[],
+): void {
+  for (const descriptor of descriptors) {
+    const wildcard = descriptor.value !== '' && isWildcard(descriptor.value);
+    const finalKey =
+      descriptor.value === '' ? descriptor.key : `${descriptor.key}_${descriptor.value}`;
+    const fullKey = parentKey + finalKey;
+    const shared = sharedByDepth.concat(
+      wildcard && descriptor.shareThreshold ? descriptor.value : undefined,
+    );
+
+    let children: ConfigLevel | undefined;
+    if (descriptor.descriptors.length > 0) {
+      children = new ConfigLevel();
+      addDescriptors(domain, children, descriptor.descriptors, `${fullKey}.`, shared);
+    }
+
+    let match: LimitMatch | undefined;
+    if (descriptor.rateLimit !== undefined) {
+      const rule = buildRule(descriptor, descriptor.rateLimit, fullKey);
+      match = buildMatch(rule, shared);
+      domain.dumpLines.push(dumpLine(rule));
+    }
+
+    const node = new ConfigNode(match, children);
+    if (descriptor.value === '') {
+      level.defaults.set(descriptor.key, node);
+      continue;
+    }
+    let byValue = level.exact.get(descriptor.key);
+    if (byValue === undefined) {
+      byValue = new Map();
+      level.exact.set(descriptor.key, byValue);
+    }
+    // A request value equal to the pattern text finds the wildcard node here first, like the
+    // reference's exact `key_value` lookup does.
+    byValue.set(descriptor.value, node);
+    if (wildcard) {
+      let list = level.wildcards.get(descriptor.key);
+      if (list === undefined) {
+        list = [];
+        level.wildcards.set(descriptor.key, list);
+      }
+      list.push(Object.freeze({ glob: compileGlob(descriptor.value), node }));
+    }
+  }
+}
+
+function buildRule(
+  descriptor: DescriptorConfig,
+  config: RateLimitConfig,
+  fullKey: string,
+): RateLimitRule {
+  const unit = config.unit ?? UNLIMITED_PLACEHOLDER_UNIT;
+  return Object.freeze({
+    requestsPerUnit: config.requestsPerUnit,
+    unit,
+    windowMs: UNIT_MS[unit],
+    name: config.name,
+    unlimited: config.unlimited,
+    shadowMode: descriptor.shadowMode,
+    replaces: Object.freeze([...config.replaces]),
+    algorithm: 'sliding_window',
+    fullKey,
+    detailedMetric: descriptor.detailedMetric,
+    valueToMetric: descriptor.valueToMetric,
+    shareThreshold: descriptor.shareThreshold,
+    quotaMode: descriptor.quotaMode,
+    fromOverride: false,
+  });
+}
+
+function buildMatch(
+  rule: RateLimitRule,
+  sharedByDepth: readonly (string | undefined)[],
+): LimitMatch {
+  let sharedEntryIndex = -1;
+  for (let i = sharedByDepth.length - 1; i >= 0; i--) {
+    if (sharedByDepth[i] !== undefined) {
+      sharedEntryIndex = i;
+      break;
+    }
+  }
+  if (sharedEntryIndex < 0) {
+    return Object.freeze({
+      rule,
+      sharedPattern: undefined,
+      sharedEntryIndex: -1,
+      sharedPatterns: undefined,
+    });
+  }
+  return Object.freeze({
+    rule,
+    sharedPattern: sharedByDepth[sharedEntryIndex],
+    sharedEntryIndex,
+    sharedPatterns: Object.freeze([...sharedByDepth]),
+  });
+}
+
+/** The reference's `/rlconfig` line for a rule. */
+function dumpLine(rule: RateLimitRule): string {
+  const unit = rule.unlimited ? 'UNKNOWN' : rule.unit.toUpperCase();
+  return `${rule.fullKey}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}`;
+}

@@ -1,0 +1,653 @@
+/**
+ * Node tree -> validated, typed file configs. Checks every key, type and rule of the reference's
+ * format and collects every problem (never stops at the first), then checks the file set as a
+ * whole (duplicate domains, duplicate composite keys, merging).
+ *
+ * Messages follow the reference's texts (src/config/config_impl.go in envoyproxy/ratelimit) and
+ * add where the problem is and what to write instead.
+ */
+import { isMap, isScalar, isSeq, type Node as YamlAnyNode, type YAMLMap } from 'yaml';
+import { MAX_UINT32, RATE_LIMIT_UNITS, type RateLimitUnit } from '../model.js';
+import type { ConfigProblem } from '../errors.js';
+import {
+  describeNode,
+  formatPosition,
+  mapEntries,
+  parseConfigYaml,
+  type MapEntry,
+  type ParsedFile,
+  type ProblemSink,
+  type SourcePosition,
+  type YamlNode,
+} from './parse.js';
+import { isWildcard } from './glob.js';
+
+/** A validated `rate_limit` block. */
+export interface RateLimitConfig {
+  /** The unit; `undefined` only for an unlimited rule (which must not name one). */
+  readonly unit: RateLimitUnit | undefined;
+  /** `requests_per_unit`, 0 when absent (as in the reference). */
+  readonly requestsPerUnit: number;
+  /** `unlimited`. */
+  readonly unlimited: boolean;
+  /** `name`, `''` when absent. */
+  readonly name: string;
+  /** The names listed under `replaces`. */
+  readonly replaces: readonly string[];
+}
+
+/** A validated descriptor node of a file. */
+export interface DescriptorConfig {
+  /** `key`; never empty in a valid file. */
+  readonly key: string;
+  /** `value`, `''` for a key-only (default) node; may contain `*` wildcards. */
+  readonly value: string;
+  /** YAML path, e.g. `descriptors[1].descriptors[0]`. */
+  readonly path: string;
+  /** Where the descriptor starts in its file. */
+  readonly position: SourcePosition | undefined;
+  /** The rule, `undefined` when the node has none (or it was invalid). */
+  readonly rateLimit: RateLimitConfig | undefined;
+  /** Nested descriptors, matched against the request's next entry. */
+  readonly descriptors: readonly DescriptorConfig[];
+  /** `shadow_mode`. */
+  readonly shadowMode: boolean;
+  /** `detailed_metric`. */
+  readonly detailedMetric: boolean;
+  /** `value_to_metric`. */
+  readonly valueToMetric: boolean;
+  /** `share_threshold`. */
+  readonly shareThreshold: boolean;
+  /** `quota_mode`. */
+  readonly quotaMode: boolean;
+}
+
+/** One validated file. */
+export interface FileConfig {
+  /** The file name as given. */
+  readonly file: string;
+  /** `domain`; `''` when missing (then the file has a problem). */
+  readonly domain: string;
+  /** Where `domain` is written. */
+  readonly domainPosition: SourcePosition | undefined;
+  /** Top-level descriptors. */
+  readonly descriptors: readonly DescriptorConfig[];
+}
+
+/** Options for validating and building a file set. */
+export interface ConfigOptions {
+  /**
+   * Merge files that name the same domain instead of rejecting them (the reference's
+   * `MERGE_DOMAIN_CONFIG`). Default false. Duplicate composite keys stay an error either way.
+   */
+  readonly mergeDomainConfigs?: boolean;
+}
+
+/** A configuration file's name and text. */
+export interface ConfigFileInput {
+  /** The file name, used in problems and in the snapshot's file list. */
+  readonly name: string;
+  /** The file's YAML text. */
+  readonly content: string;
+}
+
+/** The result of validating a file set. */
+export interface FileSetValidation {
+  /** One entry per input file (same order); `undefined` for a file whose YAML is broken. */
+  readonly configs: readonly (FileConfig | undefined)[];
+  /** Every problem, in file order. Empty when the set is valid. */
+  readonly problems: readonly ConfigProblem[];
+  /** Misplaced reference keys: accepted and ignored (as the reference does), but reported. */
+  readonly warnings: readonly ConfigProblem[];
+}
+
+const ROOT_KEYS = ['domain', 'descriptors'] as const;
+const DESCRIPTOR_KEYS = [
+  'key',
+  'value',
+  'rate_limit',
+  'descriptors',
+  'shadow_mode',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'quota_mode',
+  'metadata',
+] as const;
+const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'] as const;
+const REPLACES_KEYS = ['name'] as const;
+
+/** Where each key belongs, to tell a misplaced key from an unknown one. */
+const PLACES: readonly { readonly keys: readonly string[]; readonly description: string }[] = [
+  { keys: ROOT_KEYS, description: 'at the top level of the file' },
+  { keys: DESCRIPTOR_KEYS, description: "on a descriptor, next to 'key'" },
+  { keys: RATE_LIMIT_KEYS, description: 'inside rate_limit' },
+  { keys: REPLACES_KEYS, description: 'inside a replaces entry' },
+];
+
+// Sluice-only keys from the SPEC's extensions; rejected until that work lands.
+const EXTENSION_KEYS = new Set(['algorithm', 'unit_multiplier', 'burst', 'rate_limits']);
+
+const UNIT_BY_UPPER_NAME: ReadonlyMap<string, RateLimitUnit> = new Map(
+  RATE_LIMIT_UNITS.map((unit) => [unit.toUpperCase(), unit]),
+);
+const UNIT_CHOICES = 'second, minute, hour, day, week, month or year';
+
+// Guards against runaway nesting (e.g. an alias that refers to its own ancestor).
+const MAX_DEPTH = 64;
+
+/** Parse and validate every file, then check the set as a whole. Never throws. */
+export function validateFiles(
+  files: readonly ConfigFileInput[],
+  options: ConfigOptions = {},
+): FileSetValidation {
+  const perFile: ConfigProblem[][] = [];
+  const configs: (FileConfig | undefined)[] = [];
+  const warnings: ConfigProblem[] = [];
+  for (const { name, content } of files) {
+    const parsed = parseConfigYaml(name, content);
+    configs.push(parsed.root === undefined ? undefined : validateRoot(parsed));
+    perFile.push(parsed.sink.problems);
+    warnings.push(...parsed.sink.warnings);
+  }
+  checkFileSet(configs, perFile, options.mergeDomainConfigs === true);
+  return { configs, problems: perFile.flat(), warnings };
+}
+
+/** Validate one parsed file's root. Problems go to `parsed.sink`. */
+export function validateRoot(parsed: ParsedFile): FileConfig {
+  const walker = new Walker(parsed);
+  return walker.root(parsed.root ?? null);
+}
+
+class Walker {
+  private readonly sink: ProblemSink;
+  private readonly resolve: (node: unknown) => YamlNode | null;
+
+  constructor(private readonly parsed: ParsedFile) {
+    this.sink = parsed.sink;
+    this.resolve = parsed.resolve;
+  }
+
+  root(node: YamlNode | null): FileConfig {
+    const file = this.parsed.file;
+    if (node !== null && !isMap(node)) {
+      this.sink.add(
+        '',
+        `error loading config file: the file must be a mapping with 'domain' and 'descriptors' keys, not ${describeNode(node)}`,
+        node,
+      );
+      return { file, domain: '', domainPosition: undefined, descriptors: [] };
+    }
+    let domain = '';
+    let domainNode: YamlAnyNode | null = node;
+    let domainIsString = true;
+    let descriptors: readonly DescriptorConfig[] = [];
+    for (const entry of this.entries(node, '')) {
+      switch (entry.key) {
+        case 'domain': {
+          domainNode = entry.value ?? entry.keyNode;
+          const text = this.string(entry, 'domain', 'domain: edge');
+          domainIsString = text !== undefined;
+          domain = text ?? '';
+          break;
+        }
+        case 'descriptors':
+          descriptors = this.descriptorList(entry.value, 'descriptors', 0);
+          break;
+        default:
+          this.unknownKey(entry, '', ROOT_KEYS);
+      }
+    }
+    if (domain === '' && domainIsString) {
+      this.sink.add('domain', 'config file cannot have empty domain', domainNode);
+    }
+    return { file, domain, domainPosition: this.sink.position(domainNode), descriptors };
+  }
+
+  private descriptorList(
+    node: YamlNode | null,
+    path: string,
+    depth: number,
+  ): readonly DescriptorConfig[] {
+    if (node === null) return [];
+    if (!isSeq(node)) {
+      this.sink.add(
+        path,
+        `descriptors must be a list whose items start with '- key: ...', not ${describeNode(node)}`,
+        node,
+      );
+      return [];
+    }
+    if (depth >= MAX_DEPTH) {
+      this.sink.add(path, `descriptors are nested more than ${MAX_DEPTH} levels deep`, node);
+      return [];
+    }
+    const result: DescriptorConfig[] = [];
+    node.items.forEach((item, index) => {
+      const itemPath = `${path}[${index}]`;
+      const resolved = this.resolve(item);
+      if (!isMap(resolved)) {
+        this.listItemNotMap(itemPath, resolved, item);
+        return;
+      }
+      const descriptor = this.descriptor(resolved, itemPath, depth);
+      if (descriptor !== undefined) result.push(descriptor);
+    });
+    return result;
+  }
+
+  private descriptor(node: YAMLMap, path: string, depth: number): DescriptorConfig | undefined {
+    let key = '';
+    let keyNode: YamlAnyNode | null = node;
+    let keyIsString = true;
+    let value = '';
+    let rateLimit: RateLimitConfig | undefined;
+    let children: readonly DescriptorConfig[] = [];
+    let shadowMode = false;
+    let detailedMetric = false;
+    let valueToMetric = false;
+    let shareThreshold: MapEntry | undefined;
+    let quotaMode = false;
+    for (const entry of this.entries(node, path)) {
+      const entryPath = `${path}.${entry.key}`;
+      switch (entry.key) {
+        case 'key': {
+          keyNode = entry.value ?? entry.keyNode;
+          const text = this.string(entry, entryPath, 'key: remote_address');
+          keyIsString = text !== undefined;
+          key = text ?? '';
+          break;
+        }
+        case 'value':
+          value = this.string(entry, entryPath, 'value: /login') ?? '';
+          break;
+        case 'rate_limit':
+          rateLimit = this.rateLimit(entry.value, entryPath);
+          break;
+        case 'descriptors':
+          children = this.descriptorList(entry.value, entryPath, depth + 1);
+          break;
+        case 'shadow_mode':
+          shadowMode = this.bool(entry, entryPath);
+          break;
+        case 'detailed_metric':
+          detailedMetric = this.bool(entry, entryPath);
+          break;
+        case 'value_to_metric':
+          valueToMetric = this.bool(entry, entryPath);
+          break;
+        case 'share_threshold':
+          if (this.bool(entry, entryPath)) shareThreshold = entry;
+          break;
+        case 'quota_mode':
+          quotaMode = this.bool(entry, entryPath);
+          break;
+        case 'metadata':
+          // Free-form data the reference passes through to clients; sluice accepts and ignores it.
+          break;
+        default:
+          this.unknownKey(entry, path, DESCRIPTOR_KEYS);
+      }
+    }
+    if (key === '' && keyIsString) {
+      this.sink.add(`${path}.key`, 'descriptor has empty key', keyNode);
+    }
+    if (shareThreshold !== undefined && !isWildcard(value)) {
+      const finalKey = value === '' ? key : `${key}_${value}`;
+      this.sink.add(
+        `${path}.share_threshold`,
+        `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
+        shareThreshold.keyNode,
+      );
+    }
+    if (key === '') return undefined;
+    return {
+      key,
+      value,
+      path,
+      position: this.sink.position(node),
+      rateLimit,
+      descriptors: children,
+      shadowMode,
+      detailedMetric,
+      valueToMetric,
+      shareThreshold: shareThreshold !== undefined,
+      quotaMode,
+    };
+  }
+
+  private rateLimit(node: YamlNode | null, path: string): RateLimitConfig | undefined {
+    // `rate_limit:` with nothing after it is no rule at all, as in the reference.
+    if (node === null) return undefined;
+    if (!isMap(node)) {
+      this.sink.add(
+        path,
+        `rate_limit must be a mapping such as {unit: second, requests_per_unit: 10}, not ${describeNode(node)}`,
+        node,
+      );
+      return undefined;
+    }
+    let unitEntry: MapEntry | undefined;
+    let unitText = '';
+    let requestsPerUnit = 0;
+    let unlimited = false;
+    let name = '';
+    let replacesEntry: MapEntry | undefined;
+    let valid = true;
+    for (const entry of this.entries(node, path)) {
+      const entryPath = `${path}.${entry.key}`;
+      switch (entry.key) {
+        case 'unit': {
+          unitEntry = entry;
+          const text = this.string(entry, entryPath, 'unit: second');
+          if (text === undefined) valid = false;
+          unitText = text ?? '';
+          break;
+        }
+        case 'requests_per_unit': {
+          const count = this.uint32(entry, entryPath);
+          if (count === undefined) valid = false;
+          requestsPerUnit = count ?? 0;
+          break;
+        }
+        case 'unlimited':
+          unlimited = this.bool(entry, entryPath);
+          break;
+        case 'name':
+          name = this.string(entry, entryPath, 'name: per_user') ?? '';
+          break;
+        case 'replaces':
+          replacesEntry = entry;
+          break;
+        default:
+          this.unknownKey(entry, path, RATE_LIMIT_KEYS);
+      }
+    }
+
+    let unit: RateLimitUnit | undefined;
+    const unitPath = `${path}.unit`;
+    const unitNode = unitEntry?.value ?? unitEntry?.keyNode ?? node;
+    if (unlimited) {
+      // As in the reference, only a real unit conflicts with `unlimited`; anything else is ignored.
+      if (UNIT_BY_UPPER_NAME.has(unitText.toUpperCase())) {
+        this.sink.add(
+          unitPath,
+          'should not specify rate limit unit when unlimited; remove the unit line',
+          unitNode,
+        );
+        valid = false;
+      }
+    } else {
+      unit = UNIT_BY_UPPER_NAME.get(unitText.toUpperCase());
+      if (unit === undefined && (unitEntry === undefined || this.isScalarEntry(unitEntry))) {
+        this.sink.add(
+          unitPath,
+          `invalid rate limit unit '${unitText}'; use one of ${UNIT_CHOICES}`,
+          unitNode,
+        );
+      }
+      if (unit === undefined) valid = false;
+    }
+
+    const replaces = this.replaces(replacesEntry, `${path}.replaces`, name);
+    if (replaces === undefined) valid = false;
+    if (!valid || replaces === undefined) return undefined;
+    return { unit, requestsPerUnit, unlimited, name, replaces };
+  }
+
+  private replaces(
+    entry: MapEntry | undefined,
+    path: string,
+    ownName: string,
+  ): readonly string[] | undefined {
+    if (entry === undefined || entry.value === null) return [];
+    const node = entry.value;
+    if (!isSeq(node)) {
+      this.sink.add(
+        path,
+        `replaces must be a list such as [{name: other_limit}], not ${describeNode(node)}`,
+        node,
+      );
+      return undefined;
+    }
+    const names: string[] = [];
+    let valid = true;
+    node.items.forEach((item, index) => {
+      const itemPath = `${path}[${index}]`;
+      const resolved = this.resolve(item);
+      if (!isMap(resolved)) {
+        this.listItemNotMap(itemPath, resolved, item);
+        valid = false;
+        return;
+      }
+      let name = '';
+      let nameNode: YamlAnyNode | null = resolved;
+      for (const nameEntry of this.entries(resolved, itemPath)) {
+        if (nameEntry.key === 'name') {
+          nameNode = nameEntry.value ?? nameEntry.keyNode;
+          name = this.string(nameEntry, `${itemPath}.name`, 'name: other_limit') ?? '';
+        } else {
+          this.unknownKey(nameEntry, itemPath, REPLACES_KEYS);
+        }
+      }
+      if (name === '') {
+        this.sink.add(
+          itemPath,
+          "should not have an empty replaces entry; write '- name: <name of the rule to replace>'",
+          nameNode,
+        );
+        valid = false;
+      } else if (name === ownName) {
+        this.sink.add(
+          `${itemPath}.name`,
+          'replaces should not contain name of same descriptor',
+          nameNode,
+        );
+        valid = false;
+      } else {
+        names.push(name);
+      }
+    });
+    return valid ? names : undefined;
+  }
+
+  private entries(node: YAMLMap | null, path: string): MapEntry[] {
+    if (node === null) return [];
+    return mapEntries(node, this.resolve, (keyNode, text) => {
+      this.sink.add(path, `config error, key is not of type string: ${text}`, keyNode);
+    });
+  }
+
+  private listItemNotMap(path: string, resolved: YamlNode | null, original: unknown): void {
+    this.sink.add(
+      path,
+      `config error, yaml file contains list of type other than map: ${describeNode(resolved)}`,
+      resolved ?? (original as YamlAnyNode | null),
+    );
+  }
+
+  private unknownKey(entry: MapEntry, parentPath: string, validHere: readonly string[]): void {
+    const key = entry.key;
+    let hint: string;
+    const home = PLACES.find((place) => place.keys !== validHere && place.keys.includes(key));
+    if (EXTENSION_KEYS.has(key)) {
+      hint = `'${key}' is a sluice extension that this version does not support yet`;
+    } else if (home !== undefined) {
+      // The reference checks keys against one flat list, so a known key in the wrong place loads
+      // there and is ignored. A reference file must stay valid here, so this is only a warning.
+      const path = parentPath === '' ? key : `${parentPath}.${key}`;
+      this.sink.warn(path, `'${key}' is ignored here; it belongs ${home.description}`, entry.keyNode);
+      return;
+    } else {
+      const suggestion = closest(key, validHere);
+      hint =
+        suggestion !== undefined
+          ? `did you mean '${suggestion}'?`
+          : `valid keys here: ${validHere.join(', ')}`;
+    }
+    const path = parentPath === '' ? key : `${parentPath}.${key}`;
+    this.sink.add(path, `config error, unknown key '${key}'; ${hint}`, entry.keyNode);
+  }
+
+  private isScalarEntry(entry: MapEntry): boolean {
+    return entry.value === null || isScalar(entry.value);
+  }
+
+  /** A string field. Plain numbers and booleans keep their source text (`value: 429`). */
+  private string(entry: MapEntry, path: string, example: string): string | undefined {
+    const node = entry.value;
+    if (node === null) return '';
+    if (isScalar(node)) {
+      const value: unknown = node.value;
+      if (typeof value === 'string') return value;
+      if (value === null) return '';
+      // Numbers, booleans and timestamps keep the text as written, as the reference's decoder does.
+      if (typeof value === 'number' || typeof value === 'boolean' || value instanceof Date) {
+        return node.source ?? String(value);
+      }
+    }
+    this.sink.add(
+      path,
+      `${entry.key} must be a string (for example ${example}), not ${describeNode(node)}`,
+      node,
+    );
+    return undefined;
+  }
+
+  private bool(entry: MapEntry, path: string): boolean {
+    const node = entry.value;
+    if (node === null) return false;
+    if (isScalar(node) && typeof node.value === 'boolean') return node.value;
+    const quoted =
+      isScalar(node) && typeof node.value === 'string' && /^(true|false)$/i.test(node.value);
+    this.sink.add(
+      path,
+      `${entry.key} must be true or false, not ${describeNode(node)}` +
+        (quoted ? '; write it without quotes' : ''),
+      node,
+    );
+    return false;
+  }
+
+  private uint32(entry: MapEntry, path: string): number | undefined {
+    const node = entry.value;
+    if (node === null) return 0;
+    if (isScalar(node) && typeof node.value === 'number') {
+      const value = node.value;
+      if (Number.isInteger(value) && value >= 0 && value <= MAX_UINT32) return value;
+    }
+    const quoted = isScalar(node) && typeof node.value === 'string' && /^\d+$/.test(node.value);
+    this.sink.add(
+      path,
+      `${entry.key} must be a whole number from 0 to ${MAX_UINT32}, not ${describeNode(node)}` +
+        (quoted ? '; write it without quotes' : ''),
+      node,
+    );
+    return undefined;
+  }
+}
+
+interface Definition {
+  readonly file: string;
+  readonly position: SourcePosition | undefined;
+}
+
+/** key -> value -> first definition, for one level of one domain. */
+type LevelIndex = Map<string, Map<string, Definition>>;
+
+function checkFileSet(
+  configs: readonly (FileConfig | undefined)[],
+  perFile: ConfigProblem[][],
+  merge: boolean,
+): void {
+  const domains = new Map<string, { file: string; level: LevelIndex }>();
+  configs.forEach((config, index) => {
+    if (config === undefined || config.domain === '') return;
+    const problems = perFile[index]!;
+    const owner = domains.get(config.domain);
+    let level: LevelIndex;
+    if (owner === undefined) {
+      level = new Map();
+      domains.set(config.domain, { file: config.file, level });
+    } else if (merge) {
+      level = owner.level;
+    } else {
+      problems.push({
+        file: config.file,
+        path: 'domain',
+        message:
+          `duplicate domain '${config.domain}' in config file; it is already defined in ${owner.file} ` +
+          '(set MERGE_DOMAIN_CONFIG=true to merge files of one domain)' +
+          at(config.domainPosition),
+      });
+      level = new Map();
+    }
+    checkCompositeKeys(config.file, config.descriptors, level, `${config.domain}.`, problems);
+  });
+}
+
+function checkCompositeKeys(
+  file: string,
+  descriptors: readonly DescriptorConfig[],
+  level: LevelIndex,
+  parentKey: string,
+  problems: ConfigProblem[],
+): void {
+  for (const descriptor of descriptors) {
+    const finalKey =
+      descriptor.value === '' ? descriptor.key : `${descriptor.key}_${descriptor.value}`;
+    const fullKey = parentKey + finalKey;
+    let byValue = level.get(descriptor.key);
+    if (byValue === undefined) {
+      byValue = new Map();
+      level.set(descriptor.key, byValue);
+    }
+    const previous = byValue.get(descriptor.value);
+    if (previous === undefined) {
+      byValue.set(descriptor.value, { file, position: descriptor.position });
+    } else {
+      const where = previous.file === file ? '' : ` of ${previous.file}`;
+      const first =
+        previous.position === undefined ? '' : ` at ${formatPosition(previous.position)}${where}`;
+      problems.push({
+        file,
+        path: descriptor.path,
+        message:
+          `duplicate descriptor composite key '${fullKey}'; it is first defined${first}` +
+          at(descriptor.position),
+      });
+    }
+    checkCompositeKeys(file, descriptor.descriptors, new Map(), `${fullKey}.`, problems);
+  }
+}
+
+function at(position: SourcePosition | undefined): string {
+  return position === undefined ? '' : ` (${formatPosition(position)})`;
+}
+
+function closest(key: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
+  for (const candidate of candidates) {
+    const distance = editDistance(key.toLowerCase(), candidate);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
