@@ -154,26 +154,10 @@ function buildMatch(
   rule: RateLimitRule,
   sharedByDepth: readonly (string | undefined)[],
 ): LimitMatch {
-  let sharedEntryIndex = -1;
-  for (let i = sharedByDepth.length - 1; i >= 0; i--) {
-    if (sharedByDepth[i] !== undefined) {
-      sharedEntryIndex = i;
-      break;
-    }
-  }
-  if (sharedEntryIndex < 0) {
-    return Object.freeze({
-      rule,
-      sharedPattern: undefined,
-      sharedEntryIndex: -1,
-      sharedPatterns: undefined,
-    });
-  }
+  const shared = sharedByDepth.some((pattern) => pattern !== undefined);
   return Object.freeze({
     rule,
-    sharedPattern: sharedByDepth[sharedEntryIndex],
-    sharedEntryIndex,
-    sharedPatterns: Object.freeze([...sharedByDepth]),
+    sharedPatterns: shared ? Object.freeze([...sharedByDepth]) : undefined,
   });
 }
 

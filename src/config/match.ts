@@ -85,7 +85,7 @@ export function overrideLimit(
     quotaMode: false,
     fromOverride: true,
   };
-  return { rule, sharedPattern: undefined, sharedEntryIndex: -1, sharedPatterns: undefined };
+  return { rule, sharedPatterns: undefined };
 }
 
 const NO_REPLACES: readonly string[] = Object.freeze([]);

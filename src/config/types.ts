@@ -48,19 +48,11 @@ export interface LimitMatch {
   /** The rule to apply. */
   readonly rule: RateLimitRule;
   /**
-   * When `share_threshold` is set on the matched wildcard node: the wildcard pattern
-   * (e.g. `user_*`) to use instead of the request value at `sharedEntryIndex` in the counter key.
+   * Counter-key patterns from `share_threshold` wildcards, one slot per request entry: where a
+   * slot holds a pattern (e.g. `user_*`), every value matching it shares one counter; `undefined`
+   * slots keep the request value. `undefined` as a whole when no entry is shared (the common case).
    */
-  readonly sharedPattern: string | undefined;
-  /** Index of the request entry that `sharedPattern` replaces; -1 when none. */
-  readonly sharedEntryIndex: number;
-  /**
-   * Every shared entry by request entry index (one slot per entry, `undefined` where the request
-   * value is kept); `undefined` (or absent) when no entry is shared. Differs from
-   * `sharedPattern`/`sharedEntryIndex` (which report the deepest one) only when `share_threshold`
-   * wildcards sit at several levels of the matched path, as the reference allows.
-   */
-  readonly sharedPatterns?: readonly (string | undefined)[] | undefined;
+  readonly sharedPatterns: readonly (string | undefined)[] | undefined;
 }
 
 /** One domain's rules (one or more files merged). */

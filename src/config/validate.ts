@@ -477,7 +477,11 @@ class Walker {
       // The reference checks keys against one flat list, so a known key in the wrong place loads
       // there and is ignored. A reference file must stay valid here, so this is only a warning.
       const path = parentPath === '' ? key : `${parentPath}.${key}`;
-      this.sink.warn(path, `'${key}' is ignored here; it belongs ${home.description}`, entry.keyNode);
+      this.sink.warn(
+        path,
+        `'${key}' is ignored here; it belongs ${home.description}`,
+        entry.keyNode,
+      );
       return;
     } else {
       const suggestion = closest(key, validHere);

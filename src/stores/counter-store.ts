@@ -49,7 +49,7 @@ export interface CounterStore {
    * failure (SluiceError STORE_UNAVAILABLE), never for a decision.
    */
   apply(specs: readonly CounterSpec[]): Promise<BatchResult>;
-  /** Number of live counters (for metrics and the debug endpoint). */
+  /** Number of counters held (for metrics and the debug endpoint); may include expired ones not yet reclaimed. */
   size(): number;
   /** Release timers and connections. */
   close(): Promise<void>;

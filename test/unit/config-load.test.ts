@@ -179,7 +179,13 @@ describe('checkConfig', () => {
   });
 
   it('is ok for an empty directory', async () => {
-    expect(await checkConfig([dir])).toEqual({ ok: true, problems: [], warnings: [], files: [], domains: [] });
+    expect(await checkConfig([dir])).toEqual({
+      ok: true,
+      problems: [],
+      warnings: [],
+      files: [],
+      domains: [],
+    });
   });
 });
 

@@ -439,8 +439,6 @@ descriptors:
         quotaMode: false,
         fromOverride: true,
       },
-      sharedPattern: undefined,
-      sharedEntryIndex: -1,
       sharedPatterns: undefined,
     });
   });
@@ -506,8 +504,7 @@ descriptors:
 
   it('returns the wildcard pattern and the entry it stands for', () => {
     const match = limit(s, [['file', 'files/a.pdf']]);
-    expect(match?.sharedPattern).toBe('files/*');
-    expect(match?.sharedEntryIndex).toBe(0);
+    expect(match?.sharedPatterns).toEqual(['files/*']);
     expect(match?.rule.shareThreshold).toBe(true);
     expect(limit(s, [['file', 'files/b.csv']])).toBe(match);
   });
@@ -517,8 +514,6 @@ descriptors:
       ['model', 'gpt-4'],
       ['user', 'u1'],
     ]);
-    expect(match?.sharedPattern).toBe('gpt-*');
-    expect(match?.sharedEntryIndex).toBe(0);
     expect(match?.sharedPatterns).toEqual(['gpt-*', undefined]);
   });
 
@@ -528,14 +523,10 @@ descriptors:
       ['region', 'eu-west'],
     ]);
     expect(match?.sharedPatterns).toEqual(['t*', 'eu-*']);
-    expect(match?.sharedPattern).toBe('eu-*');
-    expect(match?.sharedEntryIndex).toBe(1);
   });
 
   it('shares nothing without share_threshold', () => {
     const match = limit(s, [['plain', 'px']]);
-    expect(match?.sharedPattern).toBeUndefined();
-    expect(match?.sharedEntryIndex).toBe(-1);
     expect(match?.sharedPatterns).toBeUndefined();
   });
 });

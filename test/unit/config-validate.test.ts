@@ -123,12 +123,20 @@ describe('every validation error', () => {
       ),
     });
     // Ignored, as the reference ignores it: the rule is not in shadow mode.
-    const match = snapshot.getLimit('edge', { entries: [{ key: 'a', value: 'x' }], limit: undefined, hitsAddend: undefined });
+    const match = snapshot.getLimit('edge', {
+      entries: [{ key: 'a', value: 'x' }],
+      limit: undefined,
+      hitsAddend: undefined,
+    });
     expect(match?.rule.shadowMode).toBe(false);
   });
 
   it('unlimited with a text that is not a unit loads, as in the reference', () => {
-    expect(problemsOf('domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: none}\n')).toEqual([]);
+    expect(
+      problemsOf(
+        'domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: none}\n',
+      ),
+    ).toEqual([]);
   });
 
   it('unknown key: sluice extension keys are rejected for now', () => {

@@ -1,0 +1,58 @@
+/**
+ * Counter keys (SPEC §3): one string per counter, built from the algorithm, the window length,
+ * the domain and the descriptor's entries, escaped so that distinct descriptors never share a
+ * counter.
+ *
+ * Layout: `ALG|WINDOW_MS|DOMAIN|KEY=VALUE|KEY=VALUE...`, e.g. `sw|60000|edge|remote_address=1.2.3.4`.
+ * An entry whose value is replaced by a `share_threshold` wildcard pattern is written
+ * `KEY#PATTERN` instead, so a pattern never collides with a request value spelled like it.
+ * In the domain, keys, values and patterns, the four special characters `\`, `|`, `=` and `#`
+ * are escaped with a backslash. Decoding is unambiguous (split on unescaped `|`, then each
+ * entry on its first unescaped `=` or `#`), so the key is injective in
+ * (algorithm, window, domain, entries, shared pattern).
+ */
+import type { Algorithm, LimitMatch } from '../config/types.js';
+import type { DescriptorEntry } from '../model.js';
+
+/** Short tag of each algorithm in a counter key; a new algorithm must get a distinct tag. */
+export const ALGORITHM_TAGS: Readonly<Record<Algorithm, string>> = {
+  sliding_window: 'sw',
+};
+
+const SPECIAL = /[\\|=#]/;
+const SPECIAL_ALL = /[\\|=#]/g;
+
+/** `text` with `\`, `|`, `=` and `#` backslash-escaped; returned as is when it has none. */
+export function escapeKeyPart(text: string): string {
+  return SPECIAL.test(text) ? text.replace(SPECIAL_ALL, '\\$&') : text;
+}
+
+/**
+ * The counter key of one request descriptor under one matched rule.
+ *
+ * - `domain`: the request's domain.
+ * - `entries`: the request descriptor's entries, in order.
+ * - `match`: the matched rule; its `algorithm` is part of the key. Entries shared by a
+ *   `share_threshold` wildcard contribute the wildcard pattern instead of their value, so every
+ *   value matching the wildcard shares one counter (`match.sharedPatterns`, one slot per entry).
+ * - `windowMs`: the window length in ms, part of the key so that a reload that changes the unit
+ *   (or multiplier) starts a fresh counter.
+ */
+export function counterKey(
+  domain: string,
+  entries: readonly DescriptorEntry[],
+  match: LimitMatch,
+  windowMs: number,
+): string {
+  const patterns = match.sharedPatterns;
+  let key = ALGORITHM_TAGS[match.rule.algorithm] + '|' + windowMs + '|' + escapeKeyPart(domain);
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
+    const pattern = patterns?.[i];
+    key +=
+      pattern === undefined
+        ? '|' + escapeKeyPart(entry.key) + '=' + escapeKeyPart(entry.value)
+        : '|' + escapeKeyPart(entry.key) + '#' + escapeKeyPart(pattern);
+  }
+  return key;
+}

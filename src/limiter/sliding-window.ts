@@ -1,0 +1,277 @@
+/**
+ * The sliding window algorithm (SPEC §3) as small, pure functions over a per-counter state.
+ *
+ * The window W is split into {@link SUB_BUCKETS} sub-buckets of `b = W / SUB_BUCKETS` ms. A hit
+ * at time `t` lands in bucket `i = floor(t / b)`, which spans `[i*b, (i+1)*b)`. Hits of one
+ * bucket are grouped into one count, a running total of the live buckets is kept, and only
+ * non-empty buckets are stored (a small ring of `(index, count)` pairs, oldest first).
+ *
+ * Expiry: bucket `i` stays counted until every hit in it is at least W old, i.e. it is live
+ * while `floor(now / b) <= i + SUB_BUCKETS` and expires at `(i + SUB_BUCKETS + 1) * b`. So a hit
+ * at `t` is counted for at least W (no interval of length W can ever hold more than the limit)
+ * and at most W + b (under-admission is bounded by one sub-bucket of time).
+ *
+ * Every function works on integer milliseconds: a fractional `nowMs` is floored. None of them
+ * allocates on the hot path; {@link result} writes into a caller-provided object. Callers that
+ * check several counters before charging any (the all-or-nothing batch of SPEC §3) use the
+ * steps separately: {@link evict}, {@link hasRoom}, {@link charge}, then {@link result}.
+ */
+
+/** Number of sub-buckets a window is split into. */
+export const SUB_BUCKETS = 20;
+
+/** A bucket `i` is counted through bucket index `i + SUB_BUCKETS` and expires at the next one. */
+const EXPIRY_SPAN = SUB_BUCKETS + 1;
+
+/** At most this many buckets are live at once (indices `current - SUB_BUCKETS ... current`). */
+const MAX_LIVE_BUCKETS = SUB_BUCKETS + 1;
+
+/**
+ * Length of one sub-bucket in ms for a window of `windowMs` ms: `windowMs / SUB_BUCKETS`.
+ * Every unit length (and so every window) is a whole number of seconds, hence divisible by 20;
+ * for any other length this rounds up (never below 1 ms), which keeps the "never more than the
+ * limit in any interval of length W" guarantee and counts hits for slightly longer.
+ */
+export function bucketMsFor(windowMs: number): number {
+  const bucketMs = Math.ceil(windowMs / SUB_BUCKETS);
+  return bucketMs >= 1 ? bucketMs : 1;
+}
+
+/**
+ * The mutable state of one sliding window counter. Create it with
+ * {@link createSlidingWindowState}; the fields are read-only for everyone but this module.
+ */
+export interface SlidingWindowState {
+  /** Sum of the counts of the stored buckets (hits), as of the last {@link evict}. */
+  total: number;
+  /** Ring slot of the oldest stored bucket. */
+  head: number;
+  /** Number of stored (non-empty) buckets. */
+  length: number;
+  /**
+   * Epoch ms at which the newest stored bucket expires, i.e. when the whole state becomes
+   * empty; 0 when nothing was ever charged. See {@link expiresAtMs}.
+   */
+  emptyAtMs: number;
+  /**
+   * Ring of `(bucket index, count)` pairs stored flat: slot `s` is `ring[2s]` (index) and
+   * `ring[2s + 1]` (hits). Its capacity in pairs is `ring.length / 2`; it grows on demand up to
+   * the 21 buckets that can be live at once.
+   */
+  ring: number[];
+}
+
+/** A new, empty state (nothing counted). Cheap: the ring starts with room for one bucket. */
+export function createSlidingWindowState(): SlidingWindowState {
+  return { total: 0, head: 0, length: 0, emptyAtMs: 0, ring: [0, 0] };
+}
+
+/** A deep copy of `state`, independent of it (for tests, snapshots and what-if checks). */
+export function cloneState(state: SlidingWindowState): SlidingWindowState {
+  return {
+    total: state.total,
+    head: state.head,
+    length: state.length,
+    emptyAtMs: state.emptyAtMs,
+    ring: state.ring.slice(),
+  };
+}
+
+/**
+ * Drop every bucket that has expired at `nowMs` (epoch ms) from the front and subtract it from
+ * the total. Call it before {@link hasRoom} and {@link charge} with the same `nowMs`.
+ * `windowMs` is the window length in ms; it must be the same for every call on one state.
+ */
+export function evict(state: SlidingWindowState, nowMs: number, windowMs: number): void {
+  if (state.length === 0) return;
+  const bucketMs = bucketMsFor(windowMs);
+  const oldestLive = Math.floor(Math.floor(nowMs) / bucketMs) - SUB_BUCKETS;
+  const ring = state.ring;
+  const capacity = ring.length >> 1;
+  let head = state.head;
+  let length = state.length;
+  let total = state.total;
+  while (length > 0) {
+    const at = head << 1;
+    if (ring[at]! >= oldestLive) break;
+    total -= ring[at + 1]!;
+    head = head + 1 === capacity ? 0 : head + 1;
+    length--;
+  }
+  state.head = length === 0 ? 0 : head;
+  state.length = length;
+  // An empty window is exactly zero, whatever was summed and subtracted before.
+  state.total = length === 0 ? 0 : total;
+}
+
+/**
+ * Whether `hits` more fit under `limit` given the live total (call {@link evict} first):
+ * `total + hits <= limit`. With `hits` 0 this is false only when the total already exceeds the
+ * limit, which only shadow-mode counters (charged while over) can reach.
+ */
+export function hasRoom(state: SlidingWindowState, hits: number, limit: number): boolean {
+  return state.total + hits <= limit;
+}
+
+/**
+ * Add `hits` at `nowMs` (epoch ms) to the bucket of `nowMs`, creating it at the back when it is
+ * new. Does not check the limit (the caller decides). `hits` <= 0 changes nothing. If the clock
+ * moved backwards behind the newest bucket, the hits join the newest bucket instead, so they
+ * are never counted for less than W.
+ */
+export function charge(
+  state: SlidingWindowState,
+  nowMs: number,
+  hits: number,
+  windowMs: number,
+): void {
+  if (!(hits > 0)) return;
+  const bucketMs = bucketMsFor(windowMs);
+  const index = Math.floor(Math.floor(nowMs) / bucketMs);
+  let ring = state.ring;
+  let capacity = ring.length >> 1;
+  const length = state.length;
+  if (length > 0) {
+    let newest = state.head + length - 1;
+    if (newest >= capacity) newest -= capacity;
+    if (ring[newest << 1]! >= index) {
+      ring[(newest << 1) + 1]! += hits;
+      state.total += hits;
+      return;
+    }
+  }
+  if (length === capacity) {
+    ring = grow(state, capacity);
+    capacity = ring.length >> 1;
+  }
+  let slot = state.head + length;
+  if (slot >= capacity) slot -= capacity;
+  ring[slot << 1] = index;
+  ring[(slot << 1) + 1] = hits;
+  state.length = length + 1;
+  state.total += hits;
+  state.emptyAtMs = (index + EXPIRY_SPAN) * bucketMs;
+}
+
+/** Replace a full ring by a larger one with the buckets unrolled from slot 0; returns it. */
+function grow(state: SlidingWindowState, capacity: number): number[] {
+  const old = state.ring;
+  // 21 live buckets at most: grow 1, 2, 4, 8, 16, 21 so a busy counter wastes no slots.
+  const nextCapacity =
+    capacity < MAX_LIVE_BUCKETS ? Math.min(capacity * 2, MAX_LIVE_BUCKETS) : capacity * 2;
+  const ring = new Array<number>(nextCapacity * 2).fill(0);
+  let from = state.head;
+  for (let k = 0; k < state.length; k++) {
+    ring[k << 1] = old[from << 1]!;
+    ring[(k << 1) + 1] = old[(from << 1) + 1]!;
+    from = from + 1 === capacity ? 0 : from + 1;
+  }
+  state.ring = ring;
+  state.head = 0;
+  return ring;
+}
+
+/**
+ * The exact wait in ms, from `nowMs` (epoch ms), after which `hits` would fit under `limit`
+ * with no other traffic (call {@link evict} first): 0 when they fit now; otherwise the expiry
+ * of the oldest bucket whose expiry frees enough, walking buckets oldest first, minus now.
+ * When `hits > limit` they can never fit, and this returns `windowMs` (a full window: the
+ * longest any finite wait could be, so a client that retries is not told "now").
+ */
+export function waitForRoomMs(
+  state: SlidingWindowState,
+  nowMs: number,
+  hits: number,
+  limit: number,
+  windowMs: number,
+): number {
+  if (hits > limit) return windowMs;
+  const excess = state.total + hits - limit;
+  if (excess <= 0) return 0;
+  const bucketMs = bucketMsFor(windowMs);
+  const now = Math.floor(nowMs);
+  const ring = state.ring;
+  const capacity = ring.length >> 1;
+  let slot = state.head;
+  let freed = 0;
+  for (let k = 0; k < state.length; k++) {
+    freed += ring[(slot << 1) + 1]!;
+    if (freed >= excess) return (ring[slot << 1]! + EXPIRY_SPAN) * bucketMs - now;
+    slot = slot + 1 === capacity ? 0 : slot + 1;
+  }
+  // Unreachable: with hits <= limit, freeing every bucket always frees enough.
+  return windowMs;
+}
+
+/**
+ * Fields of a decision, written by {@link result}. Structurally the store's `CounterResult`.
+ */
+export interface SlidingWindowResult {
+  /** The counter lacked room for the hits. */
+  overLimit: boolean;
+  /** Room left after the request (`limit - total`, at least 0); 0 when over limit. */
+  remaining: number;
+  /**
+   * Milliseconds. When over limit: the exact wait after which the same hits would be admitted
+   * with no other traffic ({@link waitForRoomMs}). When OK: the time until `remaining` next
+   * grows, i.e. until the oldest stored bucket expires; 0 when nothing is counted.
+   */
+  resetMs: number;
+}
+
+/**
+ * Write the decision for a counter into `out` and return `out`, from the state as it is after
+ * the request (after {@link charge} when the request was admitted and charged, untouched
+ * otherwise). `overLimit` is the outcome of {@link hasRoom} taken before charging; `hits` the
+ * hits the request asked for on this counter; `nowMs` epoch ms; `windowMs` the window length.
+ */
+export function result(
+  state: SlidingWindowState,
+  nowMs: number,
+  hits: number,
+  limit: number,
+  windowMs: number,
+  overLimit: boolean,
+  out: SlidingWindowResult,
+): SlidingWindowResult {
+  if (overLimit) {
+    out.overLimit = true;
+    out.remaining = 0;
+    out.resetMs = waitForRoomMs(state, nowMs, hits, limit, windowMs);
+    return out;
+  }
+  const remaining = limit - state.total;
+  out.overLimit = false;
+  out.remaining = remaining > 0 ? remaining : 0;
+  out.resetMs =
+    state.length === 0
+      ? 0
+      : (state.ring[state.head << 1]! + EXPIRY_SPAN) * bucketMsFor(windowMs) - Math.floor(nowMs);
+  return out;
+}
+
+/**
+ * One counter on its own: evict, check, charge `hits` if they fit, and write the decision into
+ * `out` (returned). Stores that batch several counters use the separate steps instead.
+ */
+export function checkAndCharge(
+  state: SlidingWindowState,
+  nowMs: number,
+  hits: number,
+  limit: number,
+  windowMs: number,
+  out: SlidingWindowResult,
+): SlidingWindowResult {
+  evict(state, nowMs, windowMs);
+  const overLimit = !hasRoom(state, hits, limit);
+  if (!overLimit) charge(state, nowMs, hits, windowMs);
+  return result(state, nowMs, hits, limit, windowMs, overLimit, out);
+}
+
+/**
+ * Epoch ms at which every stored bucket has expired and the state counts nothing; 0 when
+ * nothing was ever charged. A store may drop the state once `now >= expiresAtMs(state)`.
+ */
+export function expiresAtMs(state: SlidingWindowState): number {
+  return state.emptyAtMs;
+}

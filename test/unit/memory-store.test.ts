@@ -1,0 +1,311 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createManualClock, type ManualClock } from '../../src/clock.js';
+import { createMemoryStore, type EvictReason } from '../../src/stores/memory/memory-store.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+
+const T0 = 1_700_000_000_000;
+const W = 1_000;
+
+function spec(key: string, hits: number, limit: number, more: Partial<CounterSpec> = {}) {
+  return {
+    key,
+    algorithm: 'sliding_window',
+    limit,
+    windowMs: W,
+    hits,
+    enforced: true,
+    ...more,
+  } satisfies CounterSpec;
+}
+
+interface Harness {
+  clock: ManualClock;
+  store: CounterStore;
+  evictions: [EvictReason, number][];
+}
+
+const open: CounterStore[] = [];
+
+function harness(options: { maxKeys?: number; sweepBatch?: number } = {}): Harness {
+  const clock = createManualClock(T0);
+  const evictions: [EvictReason, number][] = [];
+  const store = createMemoryStore({
+    clock: clock.now,
+    sweepIntervalMs: 0,
+    onEvict: (reason, count) => evictions.push([reason, count]),
+    ...options,
+  });
+  open.push(store);
+  return { clock, store, evictions };
+}
+
+/** Remaining room of `key` under `limit`, read with a check that charges nothing. */
+async function peek(store: CounterStore, key: string, limit: number, windowMs = W) {
+  const { results } = await store.apply([spec(key, 0, limit, { windowMs })]);
+  return results[0]!;
+}
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((store) => store.close()));
+  vi.restoreAllMocks();
+  vi.useRealTimers();
+});
+
+describe('memory store: all-or-nothing', () => {
+  it('charges nothing when one enforced counter is over', async () => {
+    const { store } = harness();
+    await store.apply([spec('full', 2, 2)]);
+    const batch = await store.apply([spec('fresh', 1, 5), spec('full', 1, 2), spec('x', 1, 5)]);
+    expect(batch.admitted).toBe(false);
+    expect(batch.results).toEqual([
+      { overLimit: false, remaining: 5, resetMs: 0 },
+      { overLimit: true, remaining: 0, resetMs: 1_050 },
+      { overLimit: false, remaining: 5, resetMs: 0 },
+    ]);
+    expect(await peek(store, 'full', 2)).toMatchObject({ remaining: 0 });
+    // Rejected: no counter was created for the fresh keys.
+    expect(store.size()).toBe(1);
+  });
+
+  it('admits and charges every counter when only shadow counters are over', async () => {
+    const { store } = harness();
+    await store.apply([spec('shadow', 2, 2, { enforced: false })]);
+    const batch = await store.apply([spec('shadow', 2, 2, { enforced: false }), spec('k', 1, 5)]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results).toEqual([
+      // 4 counted against 2: the next 2 hits fit once the bucket holding all 4 expires.
+      { overLimit: true, remaining: 0, resetMs: 1_050 },
+      { overLimit: false, remaining: 4, resetMs: 1_050 },
+    ]);
+    // The shadow counter was charged while over, so even a hits-0 check is over now.
+    expect(await peek(store, 'shadow', 3)).toEqual({
+      overLimit: true,
+      remaining: 0,
+      resetMs: 1_050,
+    });
+    expect(await peek(store, 'shadow', 4)).toMatchObject({ overLimit: false, remaining: 0 });
+    // Hits above the limit can never fit: a full window.
+    const never = await store.apply([spec('shadow', 3, 2, { enforced: false })]);
+    expect(never.results[0]).toEqual({ overLimit: true, remaining: 0, resetMs: W });
+    expect(store.size()).toBe(2);
+  });
+
+  it('an empty batch is admitted', async () => {
+    const { store } = harness();
+    expect(await store.apply([])).toEqual({ admitted: true, results: [] });
+  });
+});
+
+describe('memory store: the same key twice in one batch', () => {
+  it('checks each spec against the hits of the earlier ones on that key', async () => {
+    const { store, clock } = harness();
+    await store.apply([spec('k', 2, 5)]);
+    clock.advance(100);
+    // 2 counted; 2 more fit (4 <= 5), 2 more after them do not (6 > 5).
+    const batch = await store.apply([spec('k', 2, 5), spec('k', 2, 5)]);
+    expect(batch.admitted).toBe(false);
+    expect(batch.results).toEqual([
+      { overLimit: false, remaining: 3, resetMs: 950 },
+      // Retrying both needs 1 more hit of room: when the first bucket expires.
+      { overLimit: true, remaining: 0, resetMs: 950 },
+    ]);
+    expect(await peek(store, 'k', 5)).toMatchObject({ remaining: 3 });
+  });
+
+  it('admits the pair when their sum fits, and reports the room left after both', async () => {
+    const { store } = harness();
+    const batch = await store.apply([spec('k', 2, 5), spec('other', 1, 1), spec('k', 3, 5)]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results).toEqual([
+      { overLimit: false, remaining: 0, resetMs: 1_050 },
+      { overLimit: false, remaining: 0, resetMs: 1_050 },
+      { overLimit: false, remaining: 0, resetMs: 1_050 },
+    ]);
+    expect(await peek(store, 'k', 5)).toMatchObject({ remaining: 0 });
+    expect(store.size()).toBe(2);
+  });
+
+  it('reports a full window when the pair can never fit together', async () => {
+    const { store } = harness();
+    const batch = await store.apply([spec('k', 3, 5), spec('k', 3, 5)]);
+    expect(batch.admitted).toBe(false);
+    expect(batch.results[1]).toEqual({ overLimit: true, remaining: 0, resetMs: W });
+    expect(store.size()).toBe(0);
+  });
+
+  it('a check-only first spec sees the counter a later duplicate creates', async () => {
+    const { store } = harness();
+    const batch = await store.apply([spec('k', 0, 5), spec('k', 2, 5)]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results).toEqual([
+      { overLimit: false, remaining: 3, resetMs: 1_050 },
+      { overLimit: false, remaining: 3, resetMs: 1_050 },
+    ]);
+  });
+});
+
+describe('memory store: rejected or check-only requests allocate nothing', () => {
+  it('creates no entry for hits 0, for a rejection, or for hits above the limit', async () => {
+    const { store } = harness();
+    expect((await store.apply([spec('a', 0, 5)])).admitted).toBe(true);
+    expect((await store.apply([spec('b', 1, 0)])).admitted).toBe(false);
+    expect((await store.apply([spec('c', 6, 5)])).results[0]).toEqual({
+      overLimit: true,
+      remaining: 0,
+      resetMs: W,
+    });
+    expect(store.size()).toBe(0);
+  });
+
+  it('does not charge a rejected request (a flood of rejections does not extend the wait)', async () => {
+    const { store, clock } = harness();
+    await store.apply([spec('k', 3, 3)]);
+    for (let k = 0; k < 100; k++) {
+      clock.advance(10);
+      expect((await store.apply([spec('k', 1, 3)])).admitted).toBe(false);
+    }
+    clock.set(T0 + 1_050);
+    expect((await store.apply([spec('k', 3, 3)])).admitted).toBe(true);
+  });
+});
+
+describe('memory store: idle reclaim', () => {
+  it('reclaims expired keys a few per apply() call, never all at once', async () => {
+    const { store, clock, evictions } = harness({ sweepBatch: 2 });
+    for (let k = 0; k < 100; k++) await store.apply([spec(`k${k}`, 1, 5)]);
+    expect(store.size()).toBe(100);
+    clock.advance(W + 50);
+    const sizes: number[] = [];
+    for (let call = 0; call < 40; call++) {
+      await store.apply([spec('probe', 0, 5)]);
+      sizes.push(store.size());
+    }
+    // Each call examines sweepBatch (2) + one per spec (1) entries.
+    expect(sizes.slice(0, 4)).toEqual([97, 94, 91, 88]);
+    expect(sizes.at(-1)).toBe(0);
+    expect(evictions.every(([reason, count]) => reason === 'expired' && count <= 3)).toBe(true);
+    expect(evictions.reduce((sum, [, count]) => sum + count, 0)).toBe(100);
+  });
+
+  it('keeps live keys while reclaiming expired ones', async () => {
+    const { store, clock } = harness({ sweepBatch: 50 });
+    await store.apply([spec('short', 1, 5)]);
+    await store.apply([spec('long', 1, 5, { windowMs: 60_000 })]);
+    clock.advance(W + 50);
+    await store.apply([spec('probe', 0, 5)]);
+    expect(store.size()).toBe(1);
+    expect(await peek(store, 'long', 5, 60_000)).toMatchObject({ remaining: 4 });
+  });
+
+  it('drops an expired counter when it is next looked up, even by a rejected request', async () => {
+    const { store, clock, evictions } = harness({ sweepBatch: 0 });
+    await store.apply([spec('k', 1, 5)]);
+    // sweepBatch 0 still examines one entry per spec: here 'k', then 'long' below, so the
+    // cursor is past 'k' when it expires.
+    await store.apply([spec('long', 1, 5, { windowMs: 60_000 })]);
+    clock.advance(W + 50);
+    expect((await store.apply([spec('k', 1, 0)])).admitted).toBe(false);
+    expect(store.size()).toBe(1);
+    expect(evictions).toEqual([['expired', 1]]);
+  });
+
+  it('a background timer sweeps idle keys without traffic, and close() stops it', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const clock = createManualClock(T0);
+    const store = createMemoryStore({
+      clock: clock.now,
+      sweepIntervalMs: 1_000,
+      timerSweepBatch: 10,
+    });
+    open.push(store);
+    expect(vi.getTimerCount()).toBe(1);
+    for (let k = 0; k < 25; k++) await store.apply([spec(`k${k}`, 1, 5)]);
+    clock.advance(W + 50);
+    vi.advanceTimersByTime(1_000);
+    // One tick examines at most timerSweepBatch (10) entries.
+    expect(store.size()).toBeGreaterThanOrEqual(15);
+    expect(store.size()).toBeLessThan(25);
+    vi.advanceTimersByTime(4_000);
+    expect(store.size()).toBe(0);
+    await store.close();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('the timer does not keep the process alive', async () => {
+    const setIntervalSpy = vi.spyOn(globalThis, 'setInterval');
+    const store = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 60_000 });
+    const timer = setIntervalSpy.mock.results[0]!.value as NodeJS.Timeout;
+    expect(timer.hasRef()).toBe(false);
+    await store.close();
+  });
+
+  it('close() drops every counter', async () => {
+    const { store } = harness();
+    await store.apply([spec('k', 1, 5)]);
+    await store.close();
+    expect(store.size()).toBe(0);
+  });
+});
+
+describe('memory store: maxKeys', () => {
+  it('evicts expired entries first, then the least recently used, and counts both', async () => {
+    const { store, clock, evictions } = harness({ maxKeys: 3, sweepBatch: 0 });
+    const long = { windowMs: 60_000 };
+    await store.apply([spec('b', 1, 5, long)]);
+    await store.apply([spec('a', 1, 5)]); // 1 s window: expired below
+    await store.apply([spec('c', 1, 5, long)]);
+    clock.advance(W + 50);
+
+    // Full: 'b' (front) is live, so the cap looks further and drops the expired 'a'.
+    await store.apply([spec('d', 1, 5, long)]);
+    expect(store.size()).toBe(3);
+    expect(evictions).toEqual([['expired', 1]]);
+
+    // Using 'b' makes 'c' the least recently used.
+    expect(await peek(store, 'b', 5, 60_000)).toMatchObject({ remaining: 4 });
+    await store.apply([spec('e', 1, 5, long)]);
+    expect(store.size()).toBe(3);
+    expect(evictions).toEqual([
+      ['expired', 1],
+      ['lru', 1],
+    ]);
+    expect(await peek(store, 'b', 5, 60_000)).toMatchObject({ remaining: 4 });
+    // 'c' was forgotten: its count starts over.
+    expect(await peek(store, 'c', 5, 60_000)).toMatchObject({ remaining: 5 });
+  });
+
+  it('a rejected request never evicts anything', async () => {
+    const { store, evictions } = harness({ maxKeys: 2 });
+    await store.apply([spec('a', 1, 5)]);
+    await store.apply([spec('b', 1, 5)]);
+    expect((await store.apply([spec('c', 1, 5), spec('a', 5, 5)])).admitted).toBe(false);
+    expect(store.size()).toBe(2);
+    expect(evictions).toEqual([]);
+  });
+
+  it('a failing onEvict does not fail the decision', async () => {
+    const clock = createManualClock(T0);
+    const store = createMemoryStore({
+      clock: clock.now,
+      maxKeys: 1,
+      sweepIntervalMs: 0,
+      onEvict: () => {
+        throw new Error('metrics sink is broken');
+      },
+    });
+    open.push(store);
+    await store.apply([spec('a', 1, 5)]);
+    await expect(store.apply([spec('b', 1, 5)])).resolves.toMatchObject({ admitted: true });
+    expect(store.size()).toBe(1);
+  });
+});
+
+describe('memory store: atomicity', () => {
+  it('N concurrent callers on one key: exactly the limit is admitted', async () => {
+    const { store } = harness();
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => store.apply([spec('k', 1, 20)])),
+    );
+    expect(answers.filter((a) => a.admitted)).toHaveLength(20);
+  });
+});
