@@ -1,0 +1,153 @@
+/**
+ * Composition root: wires settings, config source, store, limiter, service and servers. Building
+ * the app is separate from listening so tests build it, then listen on port 0.
+ */
+import { systemClock, type Clock } from './clock.js';
+import { loadSnapshot } from './config/load.js';
+import type { ConfigSnapshot } from './config/types.js';
+import { watchConfig } from './config/watch.js';
+import { formatConfigProblem, ConfigError } from './errors.js';
+import { createLimiter } from './limiter/limiter.js';
+import type { Logger } from './logging/logger.js';
+import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
+import type { Settings } from './settings.js';
+import type { CounterStore } from './stores/counter-store.js';
+import { createMemoryStore } from './stores/memory/memory-store.js';
+import { createGrpcServer } from './transport/grpc/server.js';
+
+/** Options for {@link createApp}. */
+export interface AppOptions {
+  /** Validated settings. */
+  readonly settings: Settings;
+  /** Root logger. */
+  readonly logger: Logger;
+  /** Time source for the memory store; default the system clock. */
+  readonly clock?: Clock;
+  /** Watch the config files and reload on change (default true). */
+  readonly watch?: boolean;
+}
+
+/** Where the app listens once started. */
+export interface AppAddresses {
+  /** The bound gRPC port (useful when the setting was 0). */
+  readonly grpcPort: number;
+}
+
+/** A built sluice instance. */
+export interface App {
+  /** Start the servers. */
+  start(): Promise<AppAddresses>;
+  /** Stop accepting, let in-flight calls finish (up to SHUTDOWN_GRACE_MS), release everything. */
+  close(): Promise<void>;
+  /** The config snapshot currently serving. */
+  snapshot(): ConfigSnapshot;
+  /** The transport-independent service (for in-process callers and benchmarks). */
+  readonly service: RateLimitService;
+  /** The counter store. */
+  readonly store: CounterStore;
+}
+
+/**
+ * Build the app: load and validate the rules (a ConfigError here stops the start), create the
+ * store, limiter and service. Nothing listens until `start()`.
+ */
+export async function createApp(options: AppOptions): Promise<App> {
+  const { settings, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const configLog = logger.child({ module: 'config' });
+  const loadOptions = { mergeDomainConfigs: settings.mergeDomainConfigs };
+
+  const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
+    configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
+    if (snapshot.warnings.length > 0) {
+      configLog.warn(
+        { warnings: snapshot.warnings.map(formatConfigProblem) },
+        'rate limit config warnings',
+      );
+    }
+  };
+
+  // The watcher starts before the first load so a change made during that load is not missed;
+  // a snapshot it builds is never older than the first load's.
+  let current: ConfigSnapshot | undefined;
+  const watcher =
+    options.watch === false
+      ? undefined
+      : watchConfig({
+          paths: settings.config.paths,
+          mergeDomainConfigs: settings.mergeDomainConfigs,
+          onSnapshot(snapshot) {
+            current = snapshot;
+            logLoaded(snapshot, 'rate limit config reloaded');
+          },
+          onError(error) {
+            const problems =
+              error instanceof ConfigError
+                ? error.problems.map(formatConfigProblem)
+                : [error.message];
+            configLog.error(
+              { problems },
+              'rate limit config reload failed; the previous config keeps serving',
+            );
+          },
+        });
+  try {
+    const initial = await loadSnapshot(settings.config.paths, loadOptions);
+    current ??= initial;
+  } catch (err) {
+    watcher?.close();
+    throw err;
+  }
+  logLoaded(current, `rate limit config loaded from ${settings.config.origin} source`);
+  // Set from here on: by the first load or by a newer reload.
+  const serving = (): ConfigSnapshot => current!;
+
+  const storeLog = logger.child({ module: 'memory-store' });
+  const store = createMemoryStore({
+    clock,
+    maxKeys: settings.memoryMaxKeys,
+    onEvict: (reason, count) => {
+      if (reason === 'lru')
+        storeLog.warn(
+          { count, maxKeys: settings.memoryMaxKeys },
+          'evicted live counters: MEMORY_MAX_KEYS reached',
+        );
+    },
+  });
+  const limiter = createLimiter({ store, shadowMode: settings.shadowMode });
+  const service = createRateLimitService({
+    limiter,
+    config: serving,
+    bounds: {
+      maxDescriptors: settings.maxDescriptorsPerRequest,
+      maxEntries: settings.maxEntriesPerDescriptor,
+      maxEntryLength: settings.maxEntryLength,
+    },
+    logger: logger.child({ module: 'service' }),
+  });
+  const grpcServer = createGrpcServer({
+    service,
+    logger: logger.child({ module: 'grpc' }),
+    maxReceiveMessageBytes: settings.grpcMaxReceiveMessageBytes,
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    service,
+    store,
+    snapshot: serving,
+    async start() {
+      const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
+      logger.info({ grpcHost: settings.grpcHost, grpcPort }, 'sluice listening');
+      return { grpcPort };
+    },
+    close() {
+      closing ??= (async () => {
+        watcher?.close();
+        await grpcServer.close(settings.shutdownGraceMs);
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}

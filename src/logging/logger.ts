@@ -1,0 +1,82 @@
+/**
+ * The pino root logger. Modules take a child (`logger.child({ module: 'grpc' })`) passed in by
+ * the composition root; nothing in the core imports a global logger.
+ */
+import { Writable } from 'node:stream';
+import { pino, type Logger, type DestinationStream } from 'pino';
+import type { LogLevel } from '../settings.js';
+
+export type { Logger } from 'pino';
+
+/** Options for {@link createLogger}. */
+export interface LoggerOptions {
+  /** Lowest level written. */
+  readonly level: LogLevel;
+  /** `json` (one JSON object per line) or `text` (one readable line per event). */
+  readonly format: 'json' | 'text';
+  /** Where lines go; default stdout. */
+  readonly destination?: DestinationStream;
+}
+
+/** Paths whose values never reach the logs. */
+const REDACT = ['password', 'auth', '*.password', '*.auth', 'redisAuth', '*.redisAuth'];
+
+/** Create the root logger. */
+export function createLogger(options: LoggerOptions): Logger {
+  const base = {
+    level: options.level,
+    base: { service: 'sluice' },
+    redact: { paths: REDACT, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  const destination = options.destination ?? pino.destination({ fd: 1, sync: false });
+  return pino(base, options.format === 'text' ? textStream(destination) : destination);
+}
+
+/** A logger that discards everything; for tests and benchmarks. */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}
+
+/**
+ * Rewrites pino's JSON lines as `time LEVEL msg key=value ...`. Logging is off the hot path, so
+ * re-parsing each line is acceptable and saves a dependency.
+ */
+function textStream(out: DestinationStream): Writable {
+  const names: Record<number, string> = {
+    10: 'TRACE',
+    20: 'DEBUG',
+    30: 'INFO',
+    40: 'WARN',
+    50: 'ERROR',
+    60: 'FATAL',
+  };
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      try {
+        const {
+          time,
+          level,
+          msg,
+          service: _service,
+          ...rest
+        } = JSON.parse(chunk.toString()) as {
+          time?: string;
+          level?: number;
+          msg?: string;
+          service?: string;
+          [field: string]: unknown;
+        };
+        const fields = Object.entries(rest)
+          .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+          .join(' ');
+        out.write(
+          `${time ?? ''} ${names[level ?? 30] ?? 'INFO'} ${msg ?? ''} ${fields}`.trimEnd() + '\n',
+        );
+      } catch {
+        out.write(chunk.toString());
+      }
+      done();
+    },
+  });
+}

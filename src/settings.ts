@@ -1,0 +1,205 @@
+/**
+ * Settings: environment variables (the reference's names and defaults where it has them) and
+ * command-line flags, turned into one frozen, typed object. Every problem is reported at once.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SluiceError } from './errors.js';
+
+/** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+
+/** Where the rate limit rules come from, and why. */
+export interface ConfigSource {
+  /** Files or directories to read rules from (every `*.yaml`/`*.yml`). */
+  readonly paths: readonly string[];
+  /** `flags` (`--config`), `runtime` (`RUNTIME_*` variables) or `bundled` (the demo rules). */
+  readonly origin: 'flags' | 'runtime' | 'bundled';
+}
+
+/** Everything sluice reads from its environment, validated. */
+export interface Settings {
+  /** gRPC listen address (`GRPC_HOST`, default `0.0.0.0`). */
+  readonly grpcHost: string;
+  /** gRPC listen port (`GRPC_PORT`, default 8081; 0 picks a free port). */
+  readonly grpcPort: number;
+  /** `LOG_LEVEL` (default `warn`, as the reference). */
+  readonly logLevel: LogLevel;
+  /** `LOG_FORMAT`: `json` (default) or `text`. */
+  readonly logFormat: 'json' | 'text';
+  /** Rule files (from `--config`, `RUNTIME_*`, or the bundled demo). */
+  readonly config: ConfigSource;
+  /** `MERGE_DOMAIN_CONFIG`: merge files that declare the same domain instead of failing. */
+  readonly mergeDomainConfigs: boolean;
+  /** `BACKEND_TYPE`: only `memory` exists so far. */
+  readonly backendType: 'memory';
+  /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
+  readonly memoryMaxKeys: number;
+  /** `SHADOW_MODE`: answer OK overall while statuses keep their real codes. */
+  readonly shadowMode: boolean;
+  /** `MAX_DESCRIPTORS_PER_REQUEST` (default 64): larger requests get INVALID_ARGUMENT. */
+  readonly maxDescriptorsPerRequest: number;
+  /** `MAX_ENTRIES_PER_DESCRIPTOR` (default 32). */
+  readonly maxEntriesPerDescriptor: number;
+  /** `MAX_ENTRY_LENGTH` (default 4096): longest key or value, in characters. */
+  readonly maxEntryLength: number;
+  /** `GRPC_MAX_RECEIVE_MESSAGE_LENGTH` in bytes (default 1 MiB); larger messages are refused. */
+  readonly grpcMaxReceiveMessageBytes: number;
+  /** `SHUTDOWN_GRACE_MS` (default 10000): how long in-flight calls may take at shutdown. */
+  readonly shutdownGraceMs: number;
+}
+
+/** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
+export const BUNDLED_CONFIG_DIR = fileURLToPath(new URL('../envoy/ratelimit/', import.meta.url));
+
+/** The reference's default `RUNTIME_ROOT`. */
+export const DEFAULT_RUNTIME_ROOT = '/srv/runtime_data/current';
+
+/** Command-line flags that override environment variables (all optional). */
+export interface SettingFlags {
+  /** `--config PATH`, repeatable. */
+  readonly config?: readonly string[];
+  /** `--grpc-host`. */
+  readonly grpcHost?: string;
+  /** `--grpc-port`. */
+  readonly grpcPort?: string;
+  /** `--log-level`. */
+  readonly logLevel?: string;
+  /** `--log-format`. */
+  readonly logFormat?: string;
+  /** `--backend-type`. */
+  readonly backendType?: string;
+  /** `--shadow-mode` (a boolean flag). */
+  readonly shadowMode?: boolean;
+}
+
+const LOG_LEVELS: Readonly<Record<string, LogLevel>> = {
+  trace: 'trace',
+  debug: 'debug',
+  info: 'info',
+  warn: 'warn',
+  warning: 'warn',
+  error: 'error',
+  fatal: 'fatal',
+  panic: 'fatal',
+};
+
+/** Go's strconv.ParseBool, which the reference uses for its boolean variables. */
+const TRUE_WORDS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
+/** Collects problems while reading settings, so all are reported together. */
+class Reader {
+  readonly problems: string[] = [];
+
+  constructor(private readonly env: NodeJS.ProcessEnv) {}
+
+  raw(name: string): string | undefined {
+    const value = this.env[name];
+    return value === undefined || value === '' ? undefined : value;
+  }
+
+  string(name: string, fallback: string, flag?: string): string {
+    return flag ?? this.raw(name) ?? fallback;
+  }
+
+  int(name: string, fallback: number, min: number, max: number, flag?: string): number {
+    const text = flag ?? this.raw(name);
+    if (text === undefined) return fallback;
+    const value = Number(text.trim());
+    if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < min || value > max) {
+      this.problems.push(
+        `${name}=${JSON.stringify(text)}: expected an integer from ${min} to ${max}`,
+      );
+      return fallback;
+    }
+    return value;
+  }
+
+  bool(name: string, fallback: boolean, flag?: boolean): boolean {
+    if (flag !== undefined) return flag;
+    const text = this.raw(name);
+    if (text === undefined) return fallback;
+    if (TRUE_WORDS.has(text)) return true;
+    if (FALSE_WORDS.has(text)) return false;
+    this.problems.push(`${name}=${JSON.stringify(text)}: expected true or false`);
+    return fallback;
+  }
+}
+
+/**
+ * Read settings from `env` and `flags` (flags win). Throws one SluiceError INVALID_SETTINGS whose
+ * message lists every problem, one per line.
+ */
+export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): Settings {
+  const r = new Reader(env);
+
+  const levelText = r.string('LOG_LEVEL', 'warn', flags.logLevel);
+  const logLevel = LOG_LEVELS[levelText.toLowerCase()];
+  if (logLevel === undefined) {
+    r.problems.push(
+      `LOG_LEVEL=${JSON.stringify(levelText)}: expected one of trace, debug, info, warn, error, fatal`,
+    );
+  }
+  const formatText = r.string('LOG_FORMAT', 'json', flags.logFormat).toLowerCase();
+  if (formatText !== 'json' && formatText !== 'text') {
+    r.problems.push(`LOG_FORMAT=${JSON.stringify(formatText)}: expected json or text`);
+  }
+  const backendText = r.string('BACKEND_TYPE', 'memory', flags.backendType).toLowerCase();
+  if (backendText !== 'memory') {
+    r.problems.push(
+      `BACKEND_TYPE=${JSON.stringify(backendText)}: only "memory" is available in this version ` +
+        '(the Redis store is not implemented yet); unset BACKEND_TYPE or set it to memory',
+    );
+  }
+
+  const settings: Settings = {
+    grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
+    grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
+    logLevel: logLevel ?? 'warn',
+    logFormat: formatText === 'text' ? 'text' : 'json',
+    config: configSource(r, flags.config),
+    mergeDomainConfigs: r.bool('MERGE_DOMAIN_CONFIG', false),
+    backendType: 'memory',
+    memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
+    shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
+    maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
+    maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
+    maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
+    grpcMaxReceiveMessageBytes: r.int(
+      'GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
+      1_048_576,
+      1024,
+      64 * 1_048_576,
+    ),
+    shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+  };
+
+  if (r.problems.length > 0) {
+    throw new SluiceError(
+      'INVALID_SETTINGS',
+      `invalid settings:\n${r.problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
+  }
+  return Object.freeze(settings);
+}
+
+/**
+ * `--config` wins; else the reference's layout when any `RUNTIME_*` location variable is set:
+ * `$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY`; else the bundled demo rules.
+ */
+function configSource(r: Reader, flagPaths: readonly string[] | undefined): ConfigSource {
+  if (flagPaths !== undefined && flagPaths.length > 0) {
+    return { paths: [...flagPaths], origin: 'flags' };
+  }
+  const root = r.raw('RUNTIME_ROOT');
+  const sub = r.raw('RUNTIME_SUBDIRECTORY');
+  const app = r.raw('RUNTIME_APPDIRECTORY');
+  if (root !== undefined || sub !== undefined || app !== undefined) {
+    return {
+      paths: [path.join(root ?? DEFAULT_RUNTIME_ROOT, sub ?? '', app ?? 'config')],
+      origin: 'runtime',
+    };
+  }
+  return { paths: [BUNDLED_CONFIG_DIR], origin: 'bundled' };
+}

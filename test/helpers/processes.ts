@@ -1,0 +1,305 @@
+/**
+ * Child-process and port helpers for the end-to-end tier: free ports, spawned processes that are
+ * always killed (afterAll, and on worker exit as a last resort), bounded readiness waits, and a real
+ * sluice started from `dist/main.js`.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
+import { afterAll } from 'vitest';
+
+/** The repository root (where package.json lives). */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The built CLI entry point that `npm run build` produces. */
+export const SLUICE_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+
+/** Output kept per process, for error messages (the tail is what matters). */
+const MAX_OUTPUT_CHARS = 64 * 1024;
+
+/** A port that was free on 127.0.0.1 a moment ago (listen on port 0, read it, close). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') {
+        server.close();
+        reject(new Error('no TCP address from a port-0 listener'));
+        return;
+      }
+      server.close(() => resolve(address.port));
+    });
+  });
+}
+
+/** Thrown by a {@link waitFor} probe to stop waiting at once (e.g. the process died). */
+export class WaitAborted extends Error {
+  override readonly name = 'WaitAborted';
+}
+
+/** Poll `probe` until it returns true, at most `timeoutMs`; throws naming `what` on timeout. */
+export async function waitFor(
+  what: string,
+  probe: () => Promise<boolean> | boolean,
+  options: { timeoutMs: number; intervalMs?: number; onTimeout?: () => string },
+): Promise<void> {
+  const deadline = Date.now() + options.timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      if (await probe()) return;
+    } catch (error) {
+      if (error instanceof WaitAborted) throw error;
+      lastError = error;
+    }
+    if (Date.now() >= deadline) break;
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
+  }
+  const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : '';
+  const extra = options.onTimeout ? `\n${options.onTimeout()}` : '';
+  throw new Error(`timed out after ${options.timeoutMs}ms waiting for ${what}${detail}${extra}`);
+}
+
+/** Whether a TCP connection to host:port succeeds within `timeoutMs`. */
+export async function canConnect(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+/** A spawned child whose output is captured and which can be stopped. */
+export interface ManagedProcess {
+  /** What it is, for messages (e.g. `envoy`). */
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** stdout and stderr interleaved, the last {@link MAX_OUTPUT_CHARS} characters. */
+  output(): string;
+  /** Resolves with the exit code (or signal name) once the process has exited. */
+  readonly exited: Promise<number | string>;
+  /** Whether it has exited. */
+  hasExited(): boolean;
+  /** SIGTERM, then SIGKILL after `graceMs` (default 5000); resolves once it has exited. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Processes still running in this worker; killed on worker exit if a test forgot to. */
+const live = new Set<ManagedProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const proc of live) proc.child.kill('SIGKILL');
+  });
+}
+
+/** Spawn `command args` with captured output; stop it with {@link ManagedProcess.stop}. */
+export function spawnManaged(
+  name: string,
+  command: string,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): ManagedProcess {
+  installExitHook();
+  const child = spawn(command, [...args], {
+    cwd: options.cwd ?? REPO_ROOT,
+    env: options.env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const append = (chunk: Buffer): void => {
+    output += chunk.toString('utf8');
+    if (output.length > MAX_OUTPUT_CHARS) output = output.slice(-MAX_OUTPUT_CHARS);
+  };
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+  let exited = false;
+  const exitPromise = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve(code ?? signal ?? 'unknown');
+    });
+    child.once('error', (error) => {
+      exited = true;
+      append(Buffer.from(`spawn error: ${error.message}\n`));
+      resolve('spawn-error');
+    });
+  });
+  const proc: ManagedProcess = {
+    name,
+    child,
+    output: () => output,
+    exited: exitPromise,
+    hasExited: () => exited,
+    async stop(graceMs = 5_000) {
+      if (!exited) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+        await exitPromise;
+        clearTimeout(timer);
+      }
+      live.delete(proc);
+    },
+  };
+  live.add(proc);
+  void exitPromise.then(() => live.delete(proc));
+  return proc;
+}
+
+/** A set of processes owned by one describe block. */
+export interface ProcessGroup {
+  /** Spawn and register a process; see {@link spawnManaged}. */
+  spawn(
+    name: string,
+    command: string,
+    args: readonly string[],
+    options?: { env?: NodeJS.ProcessEnv; cwd?: string },
+  ): ManagedProcess;
+  /** Register a cleanup step (e.g. closing a server), run in afterAll after the processes stop. */
+  onCleanup(step: () => Promise<void> | void): void;
+  /** Stop every process of the group and run the cleanups. Idempotent. */
+  stopAll(): Promise<void>;
+}
+
+/**
+ * Create a process group and register its `stopAll` with `afterAll`; call it in a describe body
+ * so children are killed even when a test or hook fails.
+ */
+export function useProcessGroup(): ProcessGroup {
+  const procs: ManagedProcess[] = [];
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const group: ProcessGroup = {
+    spawn(name, command, args, options) {
+      const proc = spawnManaged(name, command, args, options);
+      procs.push(proc);
+      return proc;
+    },
+    onCleanup(step) {
+      cleanups.push(step);
+    },
+    async stopAll() {
+      await Promise.all(procs.splice(0).map((p) => p.stop()));
+      for (const step of cleanups.splice(0).reverse()) await step();
+    },
+  };
+  afterAll(() => group.stopAll());
+  return group;
+}
+
+/**
+ * Build `dist/` with `npm run build` when `dist/main.js` is missing (`npm test` builds first, so this
+ * only runs for `npm run test:e2e` on a fresh checkout). Throws with the build output on failure.
+ */
+export function ensureBuilt(): void {
+  if (existsSync(SLUICE_MAIN)) return;
+  const result = spawnSync('npm', ['run', '--silent', 'build'], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
+  if (result.status !== 0 || !existsSync(SLUICE_MAIN)) {
+    throw new Error(
+      `npm run build failed (status ${String(result.status)}):\n${result.stdout}\n${result.stderr}`,
+    );
+  }
+}
+
+/** Ask `grpc.health.v1.Health/Check` (overall service, name '') for the serving status. */
+export async function grpcHealthStatus(address: string, timeoutMs = 1_000): Promise<string> {
+  const Client = grpc.makeGenericClientConstructor(healthService, 'Health');
+  // The generic client's methods are added at run time from the service definition.
+  const client = new Client(
+    address,
+    grpc.credentials.createInsecure(),
+  ) as unknown as grpc.Client & {
+    Check(
+      request: { service: string },
+      options: grpc.CallOptions,
+      callback: (error: grpc.ServiceError | null, response?: { status: string }) => void,
+    ): void;
+  };
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      client.Check({ service: '' }, { deadline: Date.now() + timeoutMs }, (error, response) => {
+        if (error) reject(error);
+        else resolve(response?.status ?? 'UNKNOWN');
+      });
+    });
+  } finally {
+    client.close();
+  }
+}
+
+/** A sluice child process serving gRPC on 127.0.0.1:`grpcPort`. */
+export interface SluiceProcess {
+  readonly proc: ManagedProcess;
+  readonly grpcPort: number;
+}
+
+/**
+ * Start `node dist/main.js serve [--config <configDir>]` with GRPC_HOST=127.0.0.1 and the given
+ * port, and wait (bounded) until its gRPC health check answers SERVING. Without `configDir` the
+ * rules come from the environment (`RUNTIME_*`), as the reference is started.
+ */
+export async function startSluice(
+  group: ProcessGroup,
+  options: {
+    configDir?: string;
+    grpcPort: number;
+    env?: Record<string, string>;
+    timeoutMs?: number;
+  },
+): Promise<SluiceProcess> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: String(options.grpcPort),
+    LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn',
+    // The HTTP and debug listeners (PORT 8080, DEBUG_PORT 6070 by default) get free ports too, so a
+    // sluice or demo already running on this machine never clashes with the test's.
+    PORT: String(await freePort()),
+    DEBUG_PORT: String(await freePort()),
+    ...options.env,
+  };
+  const proc = group.spawn(
+    'sluice',
+    process.execPath,
+    options.configDir === undefined
+      ? [SLUICE_MAIN, 'serve']
+      : [SLUICE_MAIN, 'serve', '--config', options.configDir],
+    { env },
+  );
+  const address = `127.0.0.1:${options.grpcPort}`;
+  await waitFor(
+    `sluice gRPC health SERVING on ${address}`,
+    async () => {
+      if (proc.hasExited()) {
+        throw new WaitAborted(
+          `sluice exited early (${String(await proc.exited)}):\n${proc.output()}`,
+        );
+      }
+      if (!(await canConnect('127.0.0.1', options.grpcPort))) return false;
+      return (await grpcHealthStatus(address)) === 'SERVING';
+    },
+    {
+      timeoutMs: options.timeoutMs ?? 15_000,
+      intervalMs: 100,
+      onTimeout: () => `sluice output:\n${proc.output()}`,
+    },
+  );
+  return { proc, grpcPort: options.grpcPort };
+}

@@ -1,0 +1,179 @@
+import { describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/clock.js';
+import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../../src/config/types.js';
+import { createLimiter, hitsFor } from '../../src/limiter/limiter.js';
+import { MAX_UINT32, type RateLimitRequest, type RequestDescriptor } from '../../src/model.js';
+import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+
+function rule(overrides: Partial<RateLimitRule> & { fullKey: string }): RateLimitRule {
+  return {
+    requestsPerUnit: 2,
+    unit: 'minute',
+    windowMs: 60_000,
+    name: '',
+    unlimited: false,
+    shadowMode: false,
+    replaces: [],
+    algorithm: 'sliding_window',
+    detailedMetric: false,
+    valueToMetric: false,
+    shareThreshold: false,
+    quotaMode: false,
+    fromOverride: false,
+    ...overrides,
+  };
+}
+
+/** A snapshot whose rules are keyed by the descriptor's first entry key (the input under test). */
+function snapshotOf(rules: Record<string, RateLimitRule>): ConfigSnapshot {
+  const matches = new Map<string, LimitMatch>(
+    Object.entries(rules).map(([k, r]) => [k, { rule: r, sharedPatterns: undefined }]),
+  );
+  return {
+    files: [],
+    warnings: [],
+    domains: new Map([['d', { name: 'd', files: [] }]]),
+    getLimit: (domain, descriptor) =>
+      domain === 'd' ? matches.get(descriptor.entries[0]?.key ?? '') : undefined,
+    dump: () => [],
+  };
+}
+
+const desc = (key: string, value = 'v', hitsAddend?: number): RequestDescriptor => ({
+  entries: [{ key, value }],
+  limit: undefined,
+  hitsAddend,
+});
+const req = (descriptors: RequestDescriptor[], hitsAddend = 0): RateLimitRequest => ({
+  domain: 'd',
+  descriptors,
+  hitsAddend,
+});
+
+function setup(rules: Record<string, RateLimitRule>, shadowMode = false) {
+  const clock = createManualClock();
+  const store = createMemoryStore({ clock: clock.now });
+  const limiter = createLimiter({ store, shadowMode });
+  const snapshot = snapshotOf(rules);
+  return { clock, store, decide: (r: RateLimitRequest) => limiter.decide(snapshot, r) };
+}
+
+describe('hitsFor', () => {
+  it('prefers the descriptor value, else max(1, request value)', () => {
+    expect(hitsFor(desc('a', 'v', 0), 7)).toBe(0);
+    expect(hitsFor(desc('a', 'v', 3), 7)).toBe(3);
+    expect(hitsFor(desc('a'), 0)).toBe(1);
+    expect(hitsFor(desc('a'), 4)).toBe(4);
+  });
+});
+
+describe('limiter decisions', () => {
+  it('is all-or-nothing: a rejected request charges none of its descriptors', async () => {
+    const { decide } = setup({
+      a: rule({ fullKey: 'd.a', requestsPerUnit: 5 }),
+      b: rule({ fullKey: 'd.b', requestsPerUnit: 1 }),
+    });
+    expect((await decide(req([desc('a'), desc('b')]))).overallCode).toBe('OK');
+    const rejected = await decide(req([desc('a'), desc('b')]));
+    expect(rejected.overallCode).toBe('OVER_LIMIT');
+    expect(rejected.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT']);
+    // 'a' had room but was not charged: 5 - 1 = 4 left, both before and after the rejection.
+    expect(rejected.statuses[0]!.limitRemaining).toBe(4);
+    const alone = await decide(req([desc('a')]));
+    expect(alone.statuses[0]!.limitRemaining).toBe(3);
+  });
+
+  it('never blocks on a shadow-mode rule but still counts it', async () => {
+    const { decide } = setup({ s: rule({ fullKey: 'd.s', requestsPerUnit: 1, shadowMode: true }) });
+    const first = await decide(req([desc('s')]));
+    const second = await decide(req([desc('s')]));
+    expect(first.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0 });
+    expect(second.overallCode).toBe('OK');
+    expect(second.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0 });
+    expect(second.statuses[0]!.currentLimit).toEqual({
+      requestsPerUnit: 1,
+      unit: 'minute',
+      name: '',
+    });
+  });
+
+  it('global SHADOW_MODE answers OK overall while statuses keep their real codes', async () => {
+    const { decide } = setup({ a: rule({ fullKey: 'd.a', requestsPerUnit: 1 }) }, true);
+    await decide(req([desc('a')]));
+    const over = await decide(req([desc('a')]));
+    expect(over.overallCode).toBe('OK');
+    expect(over.statuses[0]!.code).toBe('OVER_LIMIT');
+  });
+
+  it('answers unlimited rules with the max remaining and no limit, without counting', async () => {
+    const { decide, store } = setup({ u: rule({ fullKey: 'd.u', unlimited: true }) });
+    const response = await decide(req([desc('u')]));
+    expect(response.statuses[0]).toEqual({
+      code: 'OK',
+      currentLimit: undefined,
+      limitRemaining: MAX_UINT32,
+      durationUntilResetMs: undefined,
+    });
+    expect(store.size()).toBe(0);
+  });
+
+  it("drops a rule named in another matched rule's replaces", async () => {
+    const { decide } = setup({
+      general: rule({ fullKey: 'd.general', name: 'general', requestsPerUnit: 1 }),
+      special: rule({
+        fullKey: 'd.special',
+        name: 'special',
+        requestsPerUnit: 10,
+        replaces: ['general'],
+      }),
+    });
+    await decide(req([desc('general')]));
+    // Alone, 'general' is exhausted; next to 'special' it is replaced and does not count.
+    expect((await decide(req([desc('general')]))).overallCode).toBe('OVER_LIMIT');
+    const both = await decide(req([desc('general'), desc('special')]));
+    expect(both.overallCode).toBe('OK');
+    expect(both.statuses[0]).toEqual({
+      code: 'OK',
+      currentLimit: undefined,
+      limitRemaining: 0,
+      durationUntilResetMs: undefined,
+    });
+    expect(both.statuses[1]).toMatchObject({ code: 'OK', limitRemaining: 9 });
+  });
+
+  it('answers OK with no limit for unknown domains and unmatched descriptors', async () => {
+    const { decide, store } = setup({ a: rule({ fullKey: 'd.a' }) });
+    const unknown = await decide({ domain: 'zzz', descriptors: [desc('a')], hitsAddend: 0 });
+    expect(unknown.overallCode).toBe('OK');
+    expect(unknown.statuses[0]).toMatchObject({
+      code: 'OK',
+      currentLimit: undefined,
+      limitRemaining: 0,
+    });
+    expect((await decide(req([desc('nothing')]))).statuses[0]!.currentLimit).toBeUndefined();
+    expect(store.size()).toBe(0);
+  });
+
+  it('checks without charging when a descriptor says hits_addend 0', async () => {
+    const { decide } = setup({ a: rule({ fullKey: 'd.a', requestsPerUnit: 2 }) });
+    expect((await decide(req([desc('a', 'v', 0)]))).statuses[0]!.limitRemaining).toBe(2);
+    expect((await decide(req([desc('a')], 2))).statuses[0]!.limitRemaining).toBe(0);
+    expect((await decide(req([desc('a', 'v', 1)]))).overallCode).toBe('OVER_LIMIT');
+  });
+
+  it('reports reset durations in milliseconds: exact wait when over', async () => {
+    const { decide, clock } = setup({
+      a: rule({ fullKey: 'd.a', requestsPerUnit: 1, windowMs: 1000, unit: 'second' }),
+    });
+    clock.set(1_000_000);
+    await decide(req([desc('a')]));
+    clock.advance(250);
+    const over = await decide(req([desc('a')]));
+    const wait = over.statuses[0]!.durationUntilResetMs!;
+    expect(wait).toBeGreaterThan(0);
+    clock.advance(wait - 1);
+    expect((await decide(req([desc('a')]))).overallCode).toBe('OVER_LIMIT');
+    clock.advance(1);
+    expect((await decide(req([desc('a')]))).overallCode).toBe('OK');
+  });
+});

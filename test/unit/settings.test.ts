@@ -1,0 +1,91 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SluiceError } from '../../src/errors.js';
+import { BUNDLED_CONFIG_DIR, loadSettings } from '../../src/settings.js';
+
+describe('loadSettings', () => {
+  it("uses the reference's defaults, the memory store and the bundled rules when nothing is set", () => {
+    const s = loadSettings({});
+    expect(s).toMatchObject({
+      grpcHost: '0.0.0.0',
+      grpcPort: 8081,
+      logLevel: 'warn',
+      logFormat: 'json',
+      backendType: 'memory',
+      shadowMode: false,
+      mergeDomainConfigs: false,
+      config: { paths: [BUNDLED_CONFIG_DIR], origin: 'bundled' },
+    });
+    expect(Object.isFrozen(s)).toBe(true);
+    expect(BUNDLED_CONFIG_DIR.endsWith(`${path.sep}envoy${path.sep}ratelimit${path.sep}`)).toBe(
+      true,
+    );
+  });
+
+  it('reads the reference layout RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY', () => {
+    expect(
+      loadSettings({ RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'ratelimit' }).config,
+    ).toEqual({
+      paths: ['/data/ratelimit/config'],
+      origin: 'runtime',
+    });
+    expect(
+      loadSettings({
+        RUNTIME_ROOT: '/data',
+        RUNTIME_SUBDIRECTORY: 'rl',
+        RUNTIME_APPDIRECTORY: 'rules',
+      }).config.paths,
+    ).toEqual(['/data/rl/rules']);
+    expect(loadSettings({ RUNTIME_SUBDIRECTORY: 'ratelimit' }).config.paths).toEqual([
+      '/srv/runtime_data/current/ratelimit/config',
+    ]);
+  });
+
+  it('lets --config flags win over RUNTIME_* variables, and flags over env in general', () => {
+    const s = loadSettings(
+      { RUNTIME_ROOT: '/data', GRPC_PORT: '9000', LOG_LEVEL: 'error' },
+      { config: ['a.yaml', 'dir'], grpcPort: '9100', logLevel: 'debug', shadowMode: true },
+    );
+    expect(s.config).toEqual({ paths: ['a.yaml', 'dir'], origin: 'flags' });
+    expect(s.grpcPort).toBe(9100);
+    expect(s.logLevel).toBe('debug');
+    expect(s.shadowMode).toBe(true);
+  });
+
+  it("parses booleans and log levels the way the reference's Go code does", () => {
+    for (const t of ['1', 't', 'T', 'TRUE', 'true', 'True'])
+      expect(loadSettings({ SHADOW_MODE: t }).shadowMode).toBe(true);
+    for (const f of ['0', 'f', 'F', 'FALSE', 'false', 'False'])
+      expect(loadSettings({ SHADOW_MODE: f }).shadowMode).toBe(false);
+    expect(loadSettings({ LOG_LEVEL: 'WARNING' }).logLevel).toBe('warn');
+    expect(loadSettings({ LOG_LEVEL: 'Debug' }).logLevel).toBe('debug');
+  });
+
+  it('reports every invalid setting in one error', () => {
+    let error: unknown;
+    try {
+      loadSettings({
+        GRPC_PORT: '70000',
+        LOG_LEVEL: 'chatty',
+        LOG_FORMAT: 'xml',
+        SHADOW_MODE: 'yes',
+        MEMORY_MAX_KEYS: '-5',
+        BACKEND_TYPE: 'redis',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(SluiceError);
+    const e = error as SluiceError;
+    expect(e.code).toBe('INVALID_SETTINGS');
+    const lines = e.message.split('\n');
+    expect(lines[0]).toBe('invalid settings:');
+    expect(lines.slice(1)).toHaveLength(6);
+    expect(e.message).toMatch(/GRPC_PORT="70000": expected an integer from 0 to 65535/);
+    expect(e.message).toMatch(/LOG_LEVEL="chatty"/);
+    expect(e.message).toMatch(/LOG_FORMAT="xml"/);
+    expect(e.message).toMatch(/SHADOW_MODE="yes"/);
+    expect(e.message).toMatch(/MEMORY_MAX_KEYS="-5"/);
+    expect(e.message).toMatch(/BACKEND_TYPE="redis": only "memory"/);
+  });
+});
