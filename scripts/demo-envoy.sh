@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The no-Docker demo, Envoy side, in one command (sluice runs in another terminal: `npm start`).
+#
+# Installs the pinned Envoy if needed (scripts/install-envoy.sh), starts a small echo upstream on
+# loopback, writes a loopback copy of envoy/envoy.yaml (only addresses and ports change: the
+# `sluice` and `upstream` clusters point at 127.0.0.1, listener and admin bind 127.0.0.1) to
+# .cache/demo/envoy-<port>.yaml, and runs Envoy on it until Ctrl-C.
+#
+# Env (defaults): ENVOY_PORT (10000), ENVOY_ADMIN_PORT (9901), GRPC_PORT (8081, sluice's gRPC port),
+# UPSTREAM_PORT (8000; not 8080, which sluice's HTTP endpoints use), ENVOY_LOG_LEVEL (warn),
+# ENVOY_BIN (skip the install and use this binary).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${repo_root}"
+
+envoy_port="${ENVOY_PORT:-10000}"
+admin_port="${ENVOY_ADMIN_PORT:-9901}"
+sluice_port="${GRPC_PORT:-8081}"
+upstream_port="${UPSTREAM_PORT:-8000}"
+envoy_bin="${ENVOY_BIN:-$(bash scripts/install-envoy.sh)}"
+config=".cache/demo/envoy-${envoy_port}.yaml"
+mkdir -p "$(dirname "${config}")"
+
+ENVOY_PORT="${envoy_port}" ENVOY_ADMIN_PORT="${admin_port}" GRPC_PORT="${sluice_port}" \
+  UPSTREAM_PORT="${upstream_port}" node --input-type=module -e '
+import { readFileSync, writeFileSync } from "node:fs";
+import { parse, stringify } from "yaml";
+const env = process.env;
+const config = parse(readFileSync("envoy/envoy.yaml", "utf8"));
+const at = (port) => ({ address: "127.0.0.1", port_value: Number(port) });
+config.admin.address.socket_address = at(env.ENVOY_ADMIN_PORT);
+for (const listener of config.static_resources.listeners) {
+  listener.address.socket_address = at(env.ENVOY_PORT);
+}
+const ports = { sluice: env.GRPC_PORT, upstream: env.UPSTREAM_PORT };
+for (const cluster of config.static_resources.clusters) {
+  if (!(cluster.name in ports)) throw new Error(`unexpected cluster ${cluster.name}`);
+  for (const group of cluster.load_assignment.endpoints) {
+    for (const lb of group.lb_endpoints) {
+      lb.endpoint.address.socket_address = at(ports[cluster.name]);
+    }
+  }
+}
+writeFileSync(process.argv[1], stringify(config));
+' "${config}"
+
+upstream_pid=""
+envoy_pid=""
+cleanup() {
+  for pid in ${envoy_pid} ${upstream_pid}; do kill "${pid}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The upstream: 200 for any path, echoing the request line.
+PORT="${upstream_port}" node -e '
+require("node:http")
+  .createServer((req, res) => res.end(`upstream: ${req.method} ${req.url}\n`))
+  .listen(Number(process.env.PORT), "127.0.0.1");
+' &
+upstream_pid=$!
+
+echo "demo-envoy: Envoy on http://127.0.0.1:${envoy_port} (admin :${admin_port}) -> sluice 127.0.0.1:${sluice_port}, upstream 127.0.0.1:${upstream_port}" >&2
+echo "demo-envoy: try: for i in \$(seq 1 8); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:${envoy_port}/; done" >&2
+"${envoy_bin}" -c "${config}" --disable-hot-restart --log-level "${ENVOY_LOG_LEVEL:-warn}" &
+envoy_pid=$!
+wait "${envoy_pid}"
