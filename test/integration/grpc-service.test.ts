@@ -162,4 +162,27 @@ describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls
     expect(status.status).toBe('SERVING');
     expect(overall.status).toBe('SERVING');
   });
+
+  it('answers server reflection (grpc.reflection.v1) with the RateLimitService', async () => {
+    const { createRequire } = await import('node:module');
+    const { loadSync } = await import('@grpc/proto-loader');
+    const require = createRequire(import.meta.url);
+    const protoFile = require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto');
+    const pkg = grpc.loadPackageDefinition(loadSync(protoFile, { keepCase: true })) as any;
+    const client = new pkg.grpc.reflection.v1.ServerReflection(
+      `127.0.0.1:${running.port}`,
+      grpc.credentials.createInsecure(),
+    );
+    const names = await new Promise<string[]>((resolve, reject) => {
+      const call = client.ServerReflectionInfo({ deadline: Date.now() + 5000 });
+      call.on('data', (response: any) => {
+        resolve((response.list_services_response?.service ?? []).map((s: { name: string }) => s.name));
+        call.end();
+      });
+      call.on('error', reject);
+      call.write({ list_services: '' });
+    });
+    client.close();
+    expect(names).toContain('envoy.service.ratelimit.v3.RateLimitService');
+  });
 });
