@@ -1,25 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { LimitMatch, RateLimitRule } from '../../src/config/types.js';
+import type { LimitMatch } from '../../src/config/types.js';
 import { counterKey, escapeKeyPart } from '../../src/limiter/keys.js';
 import type { DescriptorEntry } from '../../src/model.js';
+import { makeRule } from '../helpers/rules.js';
 import { mulberry32 } from '../helpers/sliding-model.js';
 
-const RULE: RateLimitRule = {
-  requestsPerUnit: 10,
-  unit: 'minute',
-  windowMs: 60_000,
-  name: '',
-  unlimited: false,
-  shadowMode: false,
-  replaces: [],
-  algorithm: 'sliding_window',
-  fullKey: 'edge.remote_address',
-  detailedMetric: false,
-  valueToMetric: false,
-  shareThreshold: false,
-  quotaMode: false,
-  fromOverride: false,
-};
+const RULE = makeRule({ requestsPerUnit: 10, fullKey: 'edge.remote_address' });
 
 /** A match whose entry at `sharedEntryIndex` is shared under `sharedPattern` (none by default). */
 function match(sharedPattern?: string, sharedEntryIndex = -1): LimitMatch {

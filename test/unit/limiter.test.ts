@@ -4,25 +4,7 @@ import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../../src/config
 import { createLimiter, hitsFor } from '../../src/limiter/limiter.js';
 import { MAX_UINT32, type RateLimitRequest, type RequestDescriptor } from '../../src/model.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-
-function rule(overrides: Partial<RateLimitRule> & { fullKey: string }): RateLimitRule {
-  return {
-    requestsPerUnit: 2,
-    unit: 'minute',
-    windowMs: 60_000,
-    name: '',
-    unlimited: false,
-    shadowMode: false,
-    replaces: [],
-    algorithm: 'sliding_window',
-    detailedMetric: false,
-    valueToMetric: false,
-    shareThreshold: false,
-    quotaMode: false,
-    fromOverride: false,
-    ...overrides,
-  };
-}
+import { makeRule } from '../helpers/rules.js';
 
 /** A snapshot whose rules are keyed by the descriptor's first entry key (the input under test). */
 function snapshotOf(rules: Record<string, RateLimitRule>): ConfigSnapshot {
@@ -70,8 +52,8 @@ describe('hitsFor', () => {
 describe('limiter decisions', () => {
   it('is all-or-nothing: a rejected request charges none of its descriptors', async () => {
     const { decide } = setup({
-      a: rule({ fullKey: 'd.a', requestsPerUnit: 5 }),
-      b: rule({ fullKey: 'd.b', requestsPerUnit: 1 }),
+      a: makeRule({ fullKey: 'd.a', requestsPerUnit: 5 }),
+      b: makeRule({ fullKey: 'd.b', requestsPerUnit: 1 }),
     });
     expect((await decide(req([desc('a'), desc('b')]))).overallCode).toBe('OK');
     const rejected = await decide(req([desc('a'), desc('b')]));
@@ -84,7 +66,9 @@ describe('limiter decisions', () => {
   });
 
   it('never blocks on a shadow-mode rule but still counts it', async () => {
-    const { decide } = setup({ s: rule({ fullKey: 'd.s', requestsPerUnit: 1, shadowMode: true }) });
+    const { decide } = setup({
+      s: makeRule({ fullKey: 'd.s', requestsPerUnit: 1, shadowMode: true }),
+    });
     const first = await decide(req([desc('s')]));
     const second = await decide(req([desc('s')]));
     expect(first.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0 });
@@ -98,7 +82,7 @@ describe('limiter decisions', () => {
   });
 
   it('global SHADOW_MODE answers OK overall while statuses keep their real codes', async () => {
-    const { decide } = setup({ a: rule({ fullKey: 'd.a', requestsPerUnit: 1 }) }, true);
+    const { decide } = setup({ a: makeRule({ fullKey: 'd.a', requestsPerUnit: 1 }) }, true);
     await decide(req([desc('a')]));
     const over = await decide(req([desc('a')]));
     expect(over.overallCode).toBe('OK');
@@ -106,7 +90,7 @@ describe('limiter decisions', () => {
   });
 
   it('answers unlimited rules with the max remaining and no limit, without counting', async () => {
-    const { decide, store } = setup({ u: rule({ fullKey: 'd.u', unlimited: true }) });
+    const { decide, store } = setup({ u: makeRule({ fullKey: 'd.u', unlimited: true }) });
     const response = await decide(req([desc('u')]));
     expect(response.statuses[0]).toEqual({
       code: 'OK',
@@ -119,8 +103,8 @@ describe('limiter decisions', () => {
 
   it("drops a rule named in another matched rule's replaces", async () => {
     const { decide } = setup({
-      general: rule({ fullKey: 'd.general', name: 'general', requestsPerUnit: 1 }),
-      special: rule({
+      general: makeRule({ fullKey: 'd.general', name: 'general', requestsPerUnit: 1 }),
+      special: makeRule({
         fullKey: 'd.special',
         name: 'special',
         requestsPerUnit: 10,
@@ -142,7 +126,7 @@ describe('limiter decisions', () => {
   });
 
   it('answers OK with no limit for unknown domains and unmatched descriptors', async () => {
-    const { decide, store } = setup({ a: rule({ fullKey: 'd.a' }) });
+    const { decide, store } = setup({ a: makeRule({ fullKey: 'd.a' }) });
     const unknown = await decide({ domain: 'zzz', descriptors: [desc('a')], hitsAddend: 0 });
     expect(unknown.overallCode).toBe('OK');
     expect(unknown.statuses[0]).toMatchObject({
@@ -155,7 +139,7 @@ describe('limiter decisions', () => {
   });
 
   it('checks without charging when a descriptor says hits_addend 0', async () => {
-    const { decide } = setup({ a: rule({ fullKey: 'd.a', requestsPerUnit: 2 }) });
+    const { decide } = setup({ a: makeRule({ fullKey: 'd.a', requestsPerUnit: 2 }) });
     expect((await decide(req([desc('a', 'v', 0)]))).statuses[0]!.limitRemaining).toBe(2);
     expect((await decide(req([desc('a')], 2))).statuses[0]!.limitRemaining).toBe(0);
     expect((await decide(req([desc('a', 'v', 1)]))).overallCode).toBe('OVER_LIMIT');
@@ -163,7 +147,7 @@ describe('limiter decisions', () => {
 
   it('reports reset durations in milliseconds: exact wait when over', async () => {
     const { decide, clock } = setup({
-      a: rule({ fullKey: 'd.a', requestsPerUnit: 1, windowMs: 1000, unit: 'second' }),
+      a: makeRule({ fullKey: 'd.a', requestsPerUnit: 1, windowMs: 1000, unit: 'second' }),
     });
     clock.set(1_000_000);
     await decide(req([desc('a')]));
