@@ -56,7 +56,7 @@ async function load<T>(file: string): Promise<T> {
 }
 
 function findRepoRoot(start: string): string {
-  for (let dir = start; ; ) {
+  for (let dir = start; ;) {
     if (existsSync(path.join(dir, 'package.json')) && existsSync(path.join(dir, 'src'))) {
       return dir;
     }
