@@ -15,10 +15,17 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       'no-restricted-properties': [
         'error',
-        { object: 'describe', property: 'only', message: 'Focused tests skip the rest of the suite.' },
+        {
+          object: 'describe',
+          property: 'only',
+          message: 'Focused tests skip the rest of the suite.',
+        },
         { object: 'it', property: 'only', message: 'Focused tests skip the rest of the suite.' },
         { object: 'test', property: 'only', message: 'Focused tests skip the rest of the suite.' },
       ],

@@ -167,7 +167,8 @@ describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls
     const { createRequire } = await import('node:module');
     const { loadSync } = await import('@grpc/proto-loader');
     const require = createRequire(import.meta.url);
-    const protoFile = require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto');
+    const protoFile =
+      require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto');
     const pkg = grpc.loadPackageDefinition(loadSync(protoFile, { keepCase: true })) as any;
     const client = new pkg.grpc.reflection.v1.ServerReflection(
       `127.0.0.1:${running.port}`,
@@ -176,7 +177,9 @@ describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls
     const names = await new Promise<string[]>((resolve, reject) => {
       const call = client.ServerReflectionInfo({ deadline: Date.now() + 5000 });
       call.on('data', (response: any) => {
-        resolve((response.list_services_response?.service ?? []).map((s: { name: string }) => s.name));
+        resolve(
+          (response.list_services_response?.service ?? []).map((s: { name: string }) => s.name),
+        );
         call.end();
       });
       call.on('error', reject);
