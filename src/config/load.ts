@@ -28,11 +28,16 @@ export interface CheckResult {
  * and lock files (`x.swp`, `x~`, `#x#`, vim's `4913` probe).
  */
 export function isIgnoredName(name: string): boolean {
+  return name.startsWith('.') || isEditorTempName(name);
+}
+
+/** True for editor swap, backup and lock files: `x.swp`, `x~`, `#x#`, `.#x`, vim's `4913` probe. */
+export function isEditorTempName(name: string): boolean {
   return (
-    name.startsWith('.') ||
     name.endsWith('~') ||
     /\.sw[a-p]$/.test(name) ||
     (name.startsWith('#') && name.endsWith('#')) ||
+    name.startsWith('.#') ||
     name === '4913'
   );
 }
@@ -70,12 +75,25 @@ export async function loadSnapshot(
   paths: readonly string[],
   options: ConfigOptions = {},
 ): Promise<ConfigSnapshot> {
-  const { inputs, problems } = await readAll(paths);
+  const scan = await scanConfigPaths(paths);
+  return snapshotOfFiles(scan.files, scan.problems, options);
+}
+
+/**
+ * Read `files` and build a snapshot. Throws one ConfigError with `pathProblems` (from the scan),
+ * every unreadable file and every validation problem of the files that could be read.
+ */
+export async function snapshotOfFiles(
+  files: readonly string[],
+  pathProblems: readonly ConfigProblem[],
+  options: ConfigOptions = {},
+): Promise<ConfigSnapshot> {
+  const read = await readConfigFiles(files);
+  const problems = [...pathProblems, ...read.problems];
   if (problems.length > 0) {
-    const validation = validateFiles(inputs, options);
-    throw new ConfigError([...problems, ...validation.problems]);
+    throw new ConfigError([...problems, ...validateFiles(read.inputs, options).problems]);
   }
-  return buildSnapshot(inputs, options);
+  return buildSnapshot(read.inputs, options);
 }
 
 /** Validate the rule files under `paths` the way `loadSnapshot` does, without throwing. */

@@ -4,11 +4,9 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { ConfigError } from '../errors.js';
+import type { ConfigError } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
-import { buildSnapshot } from './snapshot.js';
-import { isRuleFileName, readConfigFiles, scanConfigPaths } from './load.js';
-import { validateFiles } from './validate.js';
+import { isEditorTempName, isRuleFileName, scanConfigPaths, snapshotOfFiles } from './load.js';
 
 /** Options of `watchConfig`. */
 export interface WatchOptions {
@@ -138,21 +136,16 @@ class Watch implements ConfigWatcher {
       this.fingerprint = fingerprint;
       if (!emit || (!force && !changed)) return;
 
-      const read = await readConfigFiles(scan.files);
-      if (this.closed) return;
-      const merge = { mergeDomainConfigs: this.options.mergeDomainConfigs === true };
-      const problems = [...scan.problems, ...read.problems];
-      if (problems.length > 0) {
-        this.fail(new ConfigError([...problems, ...validateFiles(read.inputs, merge).problems]));
-        return;
-      }
       let snapshot: ConfigSnapshot;
       try {
-        snapshot = buildSnapshot(read.inputs, merge);
+        snapshot = await snapshotOfFiles(scan.files, scan.problems, {
+          mergeDomainConfigs: this.options.mergeDomainConfigs === true,
+        });
       } catch (error) {
         this.fail(error);
         return;
       }
+      if (this.closed) return;
       try {
         this.options.onSnapshot(snapshot);
       } catch (error) {
@@ -250,16 +243,6 @@ function classify(spec: WatchSpec, name: string | null): Relevance {
   // change the rule files; the fingerprint check decides.
   if (spec.tree || name.startsWith('.')) return 'check';
   return 'ignore';
-}
-
-function isEditorTempName(name: string): boolean {
-  return (
-    name.endsWith('~') ||
-    /\.sw[a-p]$/.test(name) ||
-    (name.startsWith('#') && name.endsWith('#')) ||
-    name.startsWith('.#') ||
-    name === '4913'
-  );
 }
 
 /** Names, inodes, sizes and times of the rule files (following symlinks), plus path problems. */

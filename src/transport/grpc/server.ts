@@ -114,7 +114,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
               reject(
                 new SluiceError(
                   'INVALID_SETTINGS',
-                  `cannot listen on ${host}:${port}: ${err.message}`,
+                  `cannot listen on ${host}:${port} (set GRPC_HOST/GRPC_PORT or --grpc-host/--grpc-port): ${err.message}`,
                   {
                     cause: err,
                   },
