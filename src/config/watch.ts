@@ -2,8 +2,8 @@
  * Hot reload: watch the rule directories and rebuild a whole new snapshot when they change.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { realpath, stat } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
+import { lstat, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
 import type { ConfigError } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
 import { isEditorTempName, isRuleFileName, scanConfigPaths, snapshotOfFiles } from './load.js';
@@ -33,6 +33,11 @@ export interface WatchOptions {
 
 /** A running watch. */
 export interface ConfigWatcher {
+  /**
+   * Settles once the first scan is done and the watchers are in place (never rejects: failures go
+   * to `onError`). A change made after this is seen by an event, not only by the poll.
+   */
+  readonly ready: Promise<void>;
   /** Stop watching; no callback is called afterwards. Idempotent. */
   close(): void;
 }
@@ -56,8 +61,9 @@ interface WatchSpec {
  * watch first to never miss a change made during that load).
  *
  * How: node:fs `watch` on every rule directory (never on file inodes, which editors and
- * Kubernetes replace) and on the parent of each configured path, so swapping a symlinked
- * directory (the reference's RUNTIME_ROOT style) or a ConfigMap's `..data` link is seen. Events
+ * Kubernetes replace), on the parent of each configured path, and on the parent of every
+ * symlink above a configured path, so swapping a symlinked directory (the reference's
+ * RUNTIME_ROOT style, e.g. `current -> v2` by rename) or a ConfigMap's `..data` link is seen. Events
  * are debounced; editor swap/backup files are ignored; events for other non-rule names (dot
  * files such as `..data`, new subdirectories) only trigger a cheap check that reloads if the set
  * of rule files or their stat (inode, size, times) changed. The poll (see `pollIntervalMs`) runs
@@ -70,6 +76,7 @@ export function watchConfig(options: WatchOptions): ConfigWatcher {
 }
 
 class Watch implements ConfigWatcher {
+  readonly ready: Promise<void>;
   private readonly debounceMs: number;
   private readonly watchers = new Map<string, { watcher: FSWatcher; spec: WatchSpec }>();
   private timer: NodeJS.Timeout | undefined;
@@ -89,7 +96,7 @@ class Watch implements ConfigWatcher {
     }
     // The first pass only records the baseline and starts the watchers.
     this.running = true;
-    void this.reload(false, false);
+    this.ready = this.reload(false, false);
   }
 
   close(): void {
@@ -188,7 +195,14 @@ class Watch implements ConfigWatcher {
       if (name !== undefined) spec.names.add(name);
     };
     for (const dir of treeDirs) await want(dir, true, undefined);
-    for (const path of this.options.paths) await want(dirname(path), false, basename(path));
+    for (const path of this.options.paths) {
+      await want(dirname(path), false, basename(path));
+      // A symlink higher up (the reference's `RUNTIME_ROOT=/srv/runtime_data/current`, swapped by
+      // rename to publish a new version) changes every file below it without touching them.
+      for (const link of await symlinkAncestors(path)) {
+        await want(dirname(link), false, basename(link));
+      }
+    }
     if (this.closed) return;
 
     for (const [key, entry] of this.watchers) {
@@ -259,6 +273,19 @@ async function fingerprintOf(
     }),
   );
   return parts.concat(problems).join('\n');
+}
+
+/** The ancestors of `path` (absolute, nearest first) that are symbolic links; missing ones are skipped. */
+async function symlinkAncestors(path: string): Promise<string[]> {
+  const links: string[] = [];
+  let current = dirname(resolve(path));
+  for (;;) {
+    const parent = dirname(current);
+    if (parent === current) return links;
+    const info = await lstat(current).catch(() => undefined);
+    if (info?.isSymbolicLink() === true) links.push(current);
+    current = parent;
+  }
 }
 
 function closeQuietly(watcher: FSWatcher): void {

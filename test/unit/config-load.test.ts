@@ -1,5 +1,5 @@
-import { describe, it, expect, vi, beforeEach, afterEach } from 'vitest';
-import { mkdtemp, mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
+import { mkdtemp, mkdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,12 +8,8 @@ import {
   collectConfigFiles,
   isIgnoredName,
   loadSnapshot,
-  watchConfig,
-  type ConfigSnapshot,
-  type ConfigWatcher,
 } from '../../src/config/index.js';
 import { ConfigError } from '../../src/errors.js';
-import type { RequestDescriptor } from '../../src/model.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/config/', import.meta.url));
 const VALID = join(FIXTURES, 'valid');
@@ -21,10 +17,6 @@ const INVALID = join(FIXTURES, 'invalid');
 
 function rules(domain: string, requestsPerUnit: number): string {
   return `domain: ${domain}\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: ${requestsPerUnit}}\n`;
-}
-
-function user(value: string): RequestDescriptor {
-  return { entries: [{ key: 'user', value }], limit: undefined, hitsAddend: undefined };
 }
 
 let dir: string;
@@ -186,141 +178,5 @@ describe('checkConfig', () => {
       files: [],
       domains: [],
     });
-  });
-});
-
-describe('watchConfig', () => {
-  interface Recorder {
-    snapshots: ConfigSnapshot[];
-    errors: Error[];
-    watcher: ConfigWatcher;
-  }
-
-  function start(paths: string[], pollIntervalMs = 0): Recorder {
-    const recorder: Recorder = { snapshots: [], errors: [], watcher: { close() {} } };
-    recorder.watcher = watchConfig({
-      paths,
-      debounceMs: 20,
-      pollIntervalMs,
-      onSnapshot: (snapshot) => recorder.snapshots.push(snapshot),
-      onError: (error) => recorder.errors.push(error),
-    });
-    return recorder;
-  }
-
-  const waitOptions = { timeout: 5000, interval: 20 };
-
-  // Lets the watcher record its baseline and start its fs watchers before the test edits files.
-  async function settle(): Promise<void> {
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
-
-  it('reloads on edit, reports a broken file, drops a removed file’s domain, and stops on close', async () => {
-    await writeFile(join(dir, 'a.yaml'), rules('edge', 1));
-    await writeFile(join(dir, 'b.yaml'), rules('other', 1));
-    const recorder = start([dir]);
-    try {
-      await settle();
-
-      await writeFile(join(dir, 'a.yaml'), rules('edge', 2));
-      await vi.waitFor(() => {
-        expect(recorder.snapshots.at(-1)?.getLimit('edge', user('u'))?.rule.requestsPerUnit).toBe(
-          2,
-        );
-      }, waitOptions);
-
-      await writeFile(
-        join(dir, 'a.yaml'),
-        'domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight}\n',
-      );
-      await vi.waitFor(() => {
-        const error = recorder.errors.at(-1);
-        expect(error).toBeInstanceOf(ConfigError);
-        expect((error as ConfigError).problems).toContainEqual(
-          expect.objectContaining({
-            file: join(dir, 'a.yaml'),
-            path: 'descriptors[0].rate_limit.unit',
-          }),
-        );
-      }, waitOptions);
-
-      await rm(join(dir, 'a.yaml'));
-      await vi.waitFor(() => {
-        const latest = recorder.snapshots.at(-1);
-        expect(latest?.domains.has('edge')).toBe(false);
-        expect(latest?.domains.has('other')).toBe(true);
-      }, waitOptions);
-
-      await writeFile(join(dir, 'c.yaml'), rules('added', 7));
-      await vi.waitFor(() => {
-        expect(recorder.snapshots.at(-1)?.getLimit('added', user('u'))?.rule.requestsPerUnit).toBe(
-          7,
-        );
-      }, waitOptions);
-    } finally {
-      recorder.watcher.close();
-    }
-
-    const seen = recorder.snapshots.length + recorder.errors.length;
-    await writeFile(join(dir, 'b.yaml'), rules('other', 9));
-    await settle();
-    expect(recorder.snapshots.length + recorder.errors.length).toBe(seen);
-  });
-
-  it('ignores editor swap files', async () => {
-    await writeFile(join(dir, 'a.yaml'), rules('edge', 1));
-    const recorder = start([dir]);
-    try {
-      await settle();
-      await writeFile(join(dir, '.a.yaml.swp'), 'garbage');
-      await writeFile(join(dir, 'a.yaml~'), 'garbage');
-      await settle();
-      expect(recorder.snapshots).toHaveLength(0);
-      expect(recorder.errors).toHaveLength(0);
-    } finally {
-      recorder.watcher.close();
-    }
-  });
-
-  it('follows a Kubernetes-style ..data symlink swap', async () => {
-    await mkdir(join(dir, '..v1'));
-    await writeFile(join(dir, '..v1', 'rules.yaml'), rules('edge', 1));
-    await symlink('..v1', join(dir, '..data'));
-    await symlink(join('..data', 'rules.yaml'), join(dir, 'rules.yaml'));
-    expect((await loadSnapshot([dir])).getLimit('edge', user('u'))?.rule.requestsPerUnit).toBe(1);
-
-    const recorder = start([dir]);
-    try {
-      await settle();
-      await mkdir(join(dir, '..v2'));
-      await writeFile(join(dir, '..v2', 'rules.yaml'), rules('edge', 2));
-      await symlink('..v2', join(dir, '..data_tmp'));
-      await rename(join(dir, '..data_tmp'), join(dir, '..data'));
-      await rm(join(dir, '..v1'), { recursive: true });
-      await vi.waitFor(() => {
-        expect(recorder.snapshots.at(-1)?.getLimit('edge', user('u'))?.rule.requestsPerUnit).toBe(
-          2,
-        );
-      }, waitOptions);
-    } finally {
-      recorder.watcher.close();
-    }
-  });
-
-  it('picks up a directory that appears later, through the poll', async () => {
-    const deep = join(dir, 'later', 'config');
-    const recorder = start([deep], 100);
-    try {
-      await settle();
-      await mkdir(deep, { recursive: true });
-      await writeFile(join(deep, 'rules.yaml'), rules('edge', 3));
-      await vi.waitFor(() => {
-        expect(recorder.snapshots.at(-1)?.getLimit('edge', user('u'))?.rule.requestsPerUnit).toBe(
-          3,
-        );
-      }, waitOptions);
-    } finally {
-      recorder.watcher.close();
-    }
   });
 });
