@@ -558,7 +558,12 @@ interface Definition {
 }
 
 /** key -> value -> first definition, for one level of one domain. */
-type LevelIndex = Map<string, Map<string, Definition>>;
+/**
+ * Definitions of one descriptor level by the reference's composite key `key` or `key_value`: the
+ * reference indexes on that joined string, so `key: a_b` and `key: a, value: b` collide there and
+ * are rejected here too.
+ */
+type LevelIndex = Map<string, Definition>;
 
 function checkFileSet(
   configs: readonly (FileConfig | undefined)[],
@@ -602,14 +607,9 @@ function checkCompositeKeys(
     const finalKey =
       descriptor.value === '' ? descriptor.key : `${descriptor.key}_${descriptor.value}`;
     const fullKey = parentKey + finalKey;
-    let byValue = level.get(descriptor.key);
-    if (byValue === undefined) {
-      byValue = new Map();
-      level.set(descriptor.key, byValue);
-    }
-    const previous = byValue.get(descriptor.value);
+    const previous = level.get(finalKey);
     if (previous === undefined) {
-      byValue.set(descriptor.value, { file, position: descriptor.position });
+      level.set(finalKey, { file, position: descriptor.position });
     } else {
       const where = previous.file === file ? '' : ` of ${previous.file}`;
       const first =

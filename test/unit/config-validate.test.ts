@@ -249,6 +249,9 @@ descriptors:
     value: /login
   - key: path
   - key: path
+  - key: a_b
+  - key: a
+    value: b
 `);
     expect(problems.map((p) => [p.path, p.message.replace(/;.*/, '')])).toEqual([
       [
@@ -257,6 +260,8 @@ descriptors:
       ],
       ['descriptors[1]', "duplicate descriptor composite key 'edge.path_/login'"],
       ['descriptors[3]', "duplicate descriptor composite key 'edge.path'"],
+      // The reference indexes a level on the joined `key_value` string, so these two collide.
+      ['descriptors[5]', "duplicate descriptor composite key 'edge.a_b'"],
     ]);
   });
 
