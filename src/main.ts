@@ -9,7 +9,7 @@ import { formatResponse, parseDescriptor, sendQuery } from './cli/query.js';
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
 import { createLogger } from './logging/logger.js';
-import { loadSettings } from './settings.js';
+import { loadCheckSettings, loadSettings } from './settings.js';
 
 const USAGE = `Usage:
   sluice serve [--config PATH]... [--grpc-host HOST] [--grpc-port PORT]
@@ -102,7 +102,7 @@ async function check(args: string[]): Promise<number> {
     process.stderr.write('sluice check: give at least one file or directory\n');
     return 1;
   }
-  const settings = loadSettings(process.env, { config: positionals });
+  const settings = loadCheckSettings(process.env);
   const result = await checkConfig(positionals, {
     mergeDomainConfigs: settings.mergeDomainConfigs,
   });

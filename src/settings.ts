@@ -175,13 +175,35 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
   };
 
+  // A batch larger than the cap could evict its own counters while they are being charged.
+  if (settings.memoryMaxKeys < settings.maxDescriptorsPerRequest) {
+    r.problems.push(
+      `MEMORY_MAX_KEYS=${settings.memoryMaxKeys}: must be at least MAX_DESCRIPTORS_PER_REQUEST ` +
+        `(${settings.maxDescriptorsPerRequest}), or one request could evict its own counters`,
+    );
+  }
+
+  throwIfProblems(r);
+  return Object.freeze(settings);
+}
+
+/** What `sluice check` needs: only `MERGE_DOMAIN_CONFIG`, so unrelated settings cannot fail it. */
+export function loadCheckSettings(env: NodeJS.ProcessEnv): {
+  readonly mergeDomainConfigs: boolean;
+} {
+  const r = new Reader(env);
+  const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
+  throwIfProblems(r);
+  return { mergeDomainConfigs };
+}
+
+function throwIfProblems(r: Reader): void {
   if (r.problems.length > 0) {
     throw new SluiceError(
       'INVALID_SETTINGS',
       `invalid settings:\n${r.problems.map((p) => `  - ${p}`).join('\n')}`,
     );
   }
-  return Object.freeze(settings);
 }
 
 /**

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
-import { BUNDLED_CONFIG_DIR, loadSettings } from '../../src/settings.js';
+import { BUNDLED_CONFIG_DIR, loadCheckSettings, loadSettings } from '../../src/settings.js';
 
 describe('loadSettings', () => {
   it("uses the reference's defaults, the memory store and the bundled rules when nothing is set", () => {
@@ -87,5 +87,25 @@ describe('loadSettings', () => {
     expect(e.message).toMatch(/SHADOW_MODE="yes"/);
     expect(e.message).toMatch(/MEMORY_MAX_KEYS="-5"/);
     expect(e.message).toMatch(/BACKEND_TYPE="redis": only "memory"/);
+  });
+
+  it('refuses a MEMORY_MAX_KEYS below MAX_DESCRIPTORS_PER_REQUEST', () => {
+    expect(() => loadSettings({ MEMORY_MAX_KEYS: '10' })).toThrow(
+      /MEMORY_MAX_KEYS=10: must be at least MAX_DESCRIPTORS_PER_REQUEST \(64\)/,
+    );
+    expect(
+      loadSettings({ MEMORY_MAX_KEYS: '10', MAX_DESCRIPTORS_PER_REQUEST: '10' }).memoryMaxKeys,
+    ).toBe(10);
+  });
+
+  it('reads only MERGE_DOMAIN_CONFIG for `sluice check`', () => {
+    const unrelated = { BACKEND_TYPE: 'redis', GRPC_PORT: 'x', LOG_LEVEL: 'chatty' };
+    expect(loadCheckSettings(unrelated)).toEqual({ mergeDomainConfigs: false });
+    expect(loadCheckSettings({ ...unrelated, MERGE_DOMAIN_CONFIG: 'true' })).toEqual({
+      mergeDomainConfigs: true,
+    });
+    expect(() => loadCheckSettings({ MERGE_DOMAIN_CONFIG: 'maybe' })).toThrow(
+      /MERGE_DOMAIN_CONFIG="maybe": expected true or false/,
+    );
   });
 });
