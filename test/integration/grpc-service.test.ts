@@ -93,6 +93,60 @@ describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls
     expect(unmatched).toMatchObject({ code: 'OK', current_limit: null, limit_remaining: 0 });
   });
 
+  it("applies a descriptor's RateLimitOverride instead of the configured rule", async () => {
+    // api_key is configured at 3/minute named per-key; Envoy's override says 2/minute.
+    const overridden = {
+      domain: 'edge',
+      descriptors: [
+        {
+          entries: [{ key: 'api_key', value: 'override' }],
+          limit: { requests_per_unit: 2, unit: 'MINUTE' },
+        },
+      ],
+    };
+    const statuses = [];
+    for (let i = 0; i < 3; i++) {
+      const response = await running.client.shouldRateLimit(overridden);
+      expect(response.statuses).toHaveLength(1);
+      statuses.push({ overall: response.overall_code, ...response.statuses[0]! });
+    }
+    const overrideLimit = { requests_per_unit: 2, unit: 'MINUTE', name: '' };
+    expect(statuses).toMatchObject([
+      { overall: 'OK', code: 'OK', current_limit: overrideLimit, limit_remaining: 1 },
+      { overall: 'OK', code: 'OK', current_limit: overrideLimit, limit_remaining: 0 },
+      {
+        overall: 'OVER_LIMIT',
+        code: 'OVER_LIMIT',
+        current_limit: overrideLimit,
+        limit_remaining: 0,
+      },
+    ]);
+    const waitMs = durationMs(statuses[2]!.duration_until_reset);
+    // Counted for at least the override's window and at most one sub-bucket (W/20) longer.
+    expect(waitMs).toBeGreaterThanOrEqual(60_000);
+    expect(waitMs).toBeLessThanOrEqual(60_000 + 3_000);
+  });
+
+  it('answers OK with no limit for an override whose unit is UNKNOWN', async () => {
+    const request = {
+      domain: 'edge',
+      descriptors: [
+        {
+          entries: [{ key: 'api_key', value: 'unknown-unit' }],
+          limit: { requests_per_unit: 1, unit: 'UNKNOWN' },
+        },
+      ],
+    };
+    // Twice: a limit of 1 would refuse the second call if it were applied.
+    for (let i = 0; i < 2; i++) {
+      const response = await running.client.shouldRateLimit(request);
+      expect(response.overall_code).toBe('OK');
+      expect(response.statuses).toEqual([
+        expect.objectContaining({ code: 'OK', current_limit: null, limit_remaining: 0 }),
+      ]);
+    }
+  });
+
   it('answers OK with no limits for an unknown domain, never UNKNOWN', async () => {
     const response = await running.client.shouldRateLimit(
       rlsRequest('nowhere', [{ api_key: 'a' }]),
