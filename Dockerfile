@@ -4,10 +4,16 @@
 # production dependencies, dist/, proto/ (loaded at run time) and the demo rules.
 #
 #   docker build -t sluice .
-#   docker run --rm -p 8081:8081 -v "$PWD/envoy/ratelimit:/data/ratelimit/config:ro" sluice
+#   docker run --rm -p 8081:8081 -v "$PWD/envoy/ratelimit:/srv/runtime_data/current/config:ro" sluice
 #
-# Rules are read the way envoyproxy/ratelimit reads them: $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/config
-# (here /data/ratelimit/config); mount your own *.yaml files there to replace the demo rules.
+# Rules are read the way envoyproxy/ratelimit reads them, from
+# $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY. The image sets the reference's default
+# RUNTIME_ROOT=/srv/runtime_data/current (written out: sluice reads the RUNTIME_* layout only when
+# one of those variables is set), with no subdirectory and the default app directory `config`, so the
+# rules live in /srv/runtime_data/current/config (the demo rules until you mount yours there). A
+# reference deployment that sets its own layout keeps working unchanged; e.g. the reference's
+# docker-compose sets RUNTIME_ROOT=/data and RUNTIME_SUBDIRECTORY=ratelimit and mounts the rules at
+# /data/ratelimit/config, as this repository's docker-compose.yml does.
 
 ARG NODE_IMAGE=node:20-alpine
 
@@ -22,19 +28,22 @@ RUN npm run build
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
-    RUNTIME_ROOT=/data \
-    RUNTIME_SUBDIRECTORY=ratelimit
+    RUNTIME_ROOT=/srv/runtime_data/current
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY proto ./proto
 # The demo rules: the default config, and the bundled copy `serve` falls back to without RUNTIME_*.
-COPY envoy/ratelimit /data/ratelimit/config
+COPY envoy/ratelimit /srv/runtime_data/current/config
 COPY envoy/ratelimit ./envoy/ratelimit
+# COPY keeps the build context's modes; make what sluice reads readable by the non-root user even
+# when the checkout was made with a strict umask.
+RUN chmod -R a+rX /srv/runtime_data ./proto ./envoy
 USER node
-# gRPC (RateLimitService, health), HTTP (/healthcheck, /json, /metrics), debug (/rlconfig).
-EXPOSE 8081 8080 6070
+# gRPC (RateLimitService, health). The HTTP (8080: /healthcheck, /json, /metrics) and debug (6070)
+# ports are exposed once those endpoints exist.
+EXPOSE 8081
 # For now: healthy when the gRPC port accepts a TCP connection. Moves to HTTP GET /healthcheck on
 # PORT 8080 once the HTTP endpoints land.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=6 \

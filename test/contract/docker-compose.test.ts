@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_RUNTIME_ROOT, loadSettings } from '../../src/settings.js';
 import { loadShippedEnvoyConfig } from '../helpers/envoy.js';
 import { REPO_ROOT, freePort } from '../helpers/processes.js';
 
@@ -18,6 +19,30 @@ const compose = parse(readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), '
   services: Record<string, any>;
 };
 const dockerfile = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
+
+/** The Dockerfile's instructions: continuation lines joined, comments and blank lines dropped. */
+const instructions = dockerfile
+  .replace(/\\\n\s*/g, ' ')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l !== '' && !l.startsWith('#'));
+
+/** The instructions of the last stage (the runtime image). */
+const finalStage = instructions.slice(instructions.findLastIndex((l) => l.startsWith('FROM ')));
+
+/** The runtime image's `ENV KEY=VALUE ...` settings (values without spaces or quotes). */
+function dockerfileEnv(): Record<string, string> {
+  const pairs = finalStage
+    .filter((l) => l.startsWith('ENV '))
+    .flatMap((l) => l.slice('ENV '.length).trim().split(/\s+/));
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      expect(pair, 'ENV in KEY=VALUE form').toMatch(/^[A-Z_]+=\S*$/);
+      const at = pair.indexOf('=');
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  );
+}
 
 /** A compose CLI: Debian's `docker-compose` (v1) or the `docker compose` plugin (v2). */
 function findComposeCli(): { command: string; args: string[] } | undefined {
@@ -172,22 +197,37 @@ describe('the compose wiring', () => {
     (envoyConfig['static_resources'].clusters as any[]).find((c) => c.name === cluster)
       .load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
 
-  it('runs envoy v1.40 on the shipped envoy.yaml with 10000 and 9901 published', () => {
+  it('runs envoy v1.40 on the shipped envoy.yaml with 10000 published and admin 9901 on loopback', () => {
     const envoy = compose.services['envoy'];
     expect(envoy.image).toBe('envoyproxy/envoy:v1.40-latest');
     expect(envoy.volumes).toContain('./envoy/envoy.yaml:/etc/envoy/envoy.yaml:ro');
     expect(envoy.command).toEqual(expect.arrayContaining(['-c', '/etc/envoy/envoy.yaml']));
-    expect(envoy.ports).toEqual(expect.arrayContaining(['10000:10000', '9901:9901']));
+    expect(envoy.ports).toEqual(['10000:10000', '127.0.0.1:9901:9901']);
   });
 
   it('builds sluice from the Dockerfile with the rules at RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config', () => {
     const sluice = compose.services['sluice'];
     expect(sluice.build).toMatchObject({ context: '.', dockerfile: 'Dockerfile' });
+    // The reference's docker-compose layout, kept so its users mount their rules the same way.
     expect(sluice.environment).toMatchObject({
       RUNTIME_ROOT: '/data',
       RUNTIME_SUBDIRECTORY: 'ratelimit',
     });
     expect(sluice.volumes).toContain('./envoy/ratelimit:/data/ratelimit/config:ro');
+    // Compose's environment overrides the image's ENV; sluice's own resolution of the result must
+    // land on the directory the volume mounts.
+    const runtimeEnv = Object.fromEntries(
+      Object.entries(sluice.environment as Record<string, string>).filter(([k]) =>
+        k.startsWith('RUNTIME_'),
+      ),
+    );
+    const mounted = (sluice.volumes as string[])
+      .filter((v) => v.startsWith('./envoy/ratelimit:'))
+      .map((v) => v.split(':')[1]);
+    expect(loadSettings({ ...dockerfileEnv(), ...runtimeEnv }).config).toEqual({
+      origin: 'runtime',
+      paths: mounted,
+    });
   });
 
   it("matches envoy.yaml's cluster addresses to compose service names and ports", () => {
@@ -211,13 +251,7 @@ describe('the compose wiring', () => {
 });
 
 describe('the Dockerfile', () => {
-  const instructions = dockerfile
-    .replace(/\\\n\s*/g, ' ')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'));
   const stages = instructions.filter((l) => l.startsWith('FROM '));
-  const finalStage = instructions.slice(instructions.lastIndexOf(stages.at(-1) ?? ''));
 
   it('builds in one stage and runs production dependencies only in the last', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
@@ -232,17 +266,39 @@ describe('the Dockerfile', () => {
         expect.stringMatching(/^RUN npm ci --omit=dev/),
         'COPY --from=build /app/dist ./dist',
         'COPY proto ./proto',
-        'COPY envoy/ratelimit /data/ratelimit/config',
-        'EXPOSE 8081 8080 6070',
         'ENTRYPOINT ["node", "dist/main.js"]',
         'CMD ["serve"]',
       ]),
     );
-    expect(finalStage.join('\n')).toMatch(/RUNTIME_ROOT=\/data/);
-    expect(finalStage.join('\n')).toMatch(/RUNTIME_SUBDIRECTORY=ratelimit/);
     const user = finalStage.filter((l) => l.startsWith('USER ')).at(-1);
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^USER (root|0)(:|$)/);
+  });
+
+  it('exposes only the gRPC port until the HTTP and debug endpoints exist', () => {
+    expect(finalStage.filter((l) => l.startsWith('EXPOSE '))).toEqual(['EXPOSE 8081']);
+  });
+
+  it("puts the demo rules at the reference's default RUNTIME_ROOT layout, readable by its user", () => {
+    const env = dockerfileEnv();
+    // The reference's default, written out: sluice reads RUNTIME_* only when one is set.
+    expect(env['RUNTIME_ROOT']).toBe(DEFAULT_RUNTIME_ROOT);
+    expect(env['RUNTIME_SUBDIRECTORY']).toBeUndefined();
+    expect(env['RUNTIME_APPDIRECTORY']).toBeUndefined();
+    const rulesDir = `${DEFAULT_RUNTIME_ROOT}/config`;
+    expect(loadSettings(env).config).toEqual({ origin: 'runtime', paths: [rulesDir] });
+    expect(finalStage).toContain(`COPY envoy/ratelimit ${rulesDir}`);
+    // Made readable (as root, before USER) for the non-root user, whatever the context's modes.
+    const chmod = finalStage.findIndex(
+      (l) =>
+        /^RUN chmod -R a\+rX /.test(l) &&
+        l
+          .split(/\s+/)
+          .slice(4)
+          .some((p) => rulesDir === p || rulesDir.startsWith(`${p.replace(/\/$/, '')}/`)),
+    );
+    expect(chmod, `RUN chmod -R a+rX covering ${rulesDir}`).toBeGreaterThanOrEqual(0);
+    expect(chmod).toBeLessThan(finalStage.findLastIndex((l) => l.startsWith('USER ')));
   });
 });
 
