@@ -24,23 +24,35 @@ mkdir -p "$(dirname "${config}")"
 
 ENVOY_PORT="${envoy_port}" ENVOY_ADMIN_PORT="${admin_port}" GRPC_PORT="${sluice_port}" \
   UPSTREAM_PORT="${upstream_port}" node --input-type=module -e '
+// The same rewrite as rewriteForLoopback in test/helpers/envoy.ts (the e2e tier checks that both
+// produce the same file): address and port_value are set inside each existing socket_address, and
+// nothing else changes.
 import { readFileSync, writeFileSync } from "node:fs";
 import { parse, stringify } from "yaml";
 const env = process.env;
 const config = parse(readFileSync("envoy/envoy.yaml", "utf8"));
-const at = (port) => ({ address: "127.0.0.1", port_value: Number(port) });
-config.admin.address.socket_address = at(env.ENVOY_ADMIN_PORT);
-for (const listener of config.static_resources.listeners) {
-  listener.address.socket_address = at(env.ENVOY_PORT);
-}
-const ports = { sluice: env.GRPC_PORT, upstream: env.UPSTREAM_PORT };
-for (const cluster of config.static_resources.clusters) {
-  if (!(cluster.name in ports)) throw new Error(`unexpected cluster ${cluster.name}`);
-  for (const group of cluster.load_assignment.endpoints) {
-    for (const lb of group.lb_endpoints) {
-      lb.endpoint.address.socket_address = at(ports[cluster.name]);
-    }
+const socketAddress = (holder, where) => {
+  const address = holder?.address?.socket_address;
+  if (typeof address !== "object" || address === null) {
+    throw new Error(`envoy.yaml: no address.socket_address at ${where}`);
   }
+  return address;
+};
+const moveTo = (address, port) =>
+  Object.assign(address, { address: "127.0.0.1", port_value: Number(port) });
+moveTo(socketAddress(config.admin, "admin"), env.ENVOY_ADMIN_PORT);
+const listeners = config.static_resources?.listeners ?? [];
+if (listeners.length !== 1) throw new Error("envoy.yaml: expected exactly one listener");
+moveTo(socketAddress(listeners[0], "listener 0"), env.ENVOY_PORT);
+const ports = { sluice: env.GRPC_PORT, upstream: env.UPSTREAM_PORT };
+for (const [name, port] of Object.entries(ports)) {
+  const cluster = (config.static_resources?.clusters ?? []).find((c) => c?.name === name);
+  if (!cluster) throw new Error(`envoy.yaml: no cluster named "${name}"`);
+  const endpoints = (cluster.load_assignment?.endpoints ?? []).flatMap((e) =>
+    (e.lb_endpoints ?? []).map((lb, i) => socketAddress(lb.endpoint, `cluster ${name} endpoint ${i}`)),
+  );
+  if (endpoints.length === 0) throw new Error(`envoy.yaml: cluster "${name}" has no endpoints`);
+  for (const endpoint of endpoints) moveTo(endpoint, port);
 }
 writeFileSync(process.argv[1], stringify(config));
 ' "${config}"

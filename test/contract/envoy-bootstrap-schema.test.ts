@@ -16,6 +16,7 @@ import {
   httpFilters,
   loadShippedEnvoyConfig,
   rateLimitFilterConfig,
+  rewriteForLoopback,
   routes,
   type EnvoyConfig,
 } from '../helpers/envoy.js';
@@ -274,5 +275,76 @@ describe('the demo wiring (envoy/envoy.yaml + envoy/ratelimit/*.yaml)', () => {
     const catchAll = hit.find((h) => h.match['prefix'] === '/');
     expect(catchAll?.limit).toMatchObject({ unit: 'minute' });
     expect(catchAll?.limit?.requests_per_unit).toBeLessThanOrEqual(10);
+  });
+});
+
+/** A deep copy of `value` without any `socket_address` key, wherever it appears. */
+function withoutSocketAddresses(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutSocketAddresses);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([k]) => k !== 'socket_address')
+      .map(([k, v]) => [k, withoutSocketAddresses(v)]),
+  );
+}
+
+/** Every `socket_address` object in `value`, with the JSON path to it. */
+function socketAddresses(value: unknown, at = ''): { at: string; address: unknown }[] {
+  if (Array.isArray(value)) return value.flatMap((v, i) => socketAddresses(v, `${at}[${i}]`));
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([k, v]) =>
+    k === 'socket_address'
+      ? [{ at: `${at}.${k}`, address: v }]
+      : socketAddresses(v, at === '' ? k : `${at}.${k}`),
+  );
+}
+
+describe('the loopback rewrite of envoy/envoy.yaml (e2e tier and scripts/demo-envoy.sh)', () => {
+  const ports = { listenerPort: 41000, adminPort: 41001, sluicePort: 41002, upstreamPort: 41003 };
+  const shipped = loadShippedEnvoyConfig();
+  const rewritten = rewriteForLoopback(shipped, ports);
+
+  it('changes nothing but socket addresses', () => {
+    expect(socketAddresses(shipped).length).toBeGreaterThan(0);
+    expect(withoutSocketAddresses(rewritten)).toEqual(withoutSocketAddresses(shipped));
+    expect(shipped, 'the shipped config is not modified in place').toEqual(
+      loadShippedEnvoyConfig(),
+    );
+  });
+
+  it('puts every socket address on loopback at its port, its other fields kept', () => {
+    const sluiceEndpoint =
+      'static_resources.clusters[0].load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address';
+    const upstreamEndpoint = sluiceEndpoint.replace('clusters[0]', 'clusters[1]');
+    const expectedPorts: Record<string, number> = {
+      'admin.address.socket_address': ports.adminPort,
+      'static_resources.listeners[0].address.socket_address': ports.listenerPort,
+      [sluiceEndpoint]: ports.sluicePort,
+      [upstreamEndpoint]: ports.upstreamPort,
+    };
+    expect(shipped['static_resources'].clusters.map((c: any) => c.name)).toEqual([
+      'sluice',
+      'upstream',
+    ]);
+    const before = socketAddresses(shipped);
+    const after = socketAddresses(rewritten);
+    expect(after.map((a) => a.at).sort()).toEqual(Object.keys(expectedPorts).sort());
+    expect(before.map((a) => a.at)).toEqual(after.map((a) => a.at));
+    for (const [i, { at, address }] of after.entries()) {
+      expect(address, at).toEqual({
+        ...(before[i]?.address as object),
+        address: '127.0.0.1',
+        port_value: expectedPorts[at],
+      });
+    }
+  });
+
+  it('is still a valid Bootstrap', () => {
+    const schema = createProtoSchema({
+      includeDirs: envoyProtoIncludeDirs(),
+      files: ['envoy/config/bootstrap/v3/bootstrap.proto'],
+    });
+    expect(schema.check(BOOTSTRAP, rewritten)).toEqual([]);
   });
 });

@@ -15,6 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import http from 'node:http';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -74,6 +75,51 @@ async function get(
   });
   await response.arrayBuffer();
   return { status: response.status, headers: response.headers };
+}
+
+/** Two source addresses on loopback (Linux routes all of 127.0.0.0/8 to lo): two clients. */
+const CLIENT_A = '127.0.0.1';
+const CLIENT_B = '127.0.0.2';
+
+/**
+ * GET through Envoy from the source address `localAddress` on a fresh connection, bounded. With
+ * `use_remote_address: true` and no trusted hops (envoy.yaml), Envoy's remote_address action uses
+ * this TCP peer address, whatever X-Forwarded-For says.
+ */
+async function getFrom(
+  localAddress: string,
+  baseUrl: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
+  const url = new URL(path, baseUrl);
+  return new Promise<Reply>((resolve, reject) => {
+    const request = http.get(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: `${url.pathname}${url.search}`,
+        headers,
+        localAddress,
+        agent: false,
+        timeout: 5_000,
+      },
+      (response) => {
+        const replyHeaders = new Headers();
+        for (const [name, value] of Object.entries(response.headers)) {
+          for (const v of Array.isArray(value) ? value : [value ?? ''])
+            replyHeaders.append(name, v);
+        }
+        response.resume();
+        response.once('error', reject);
+        response.once('end', () =>
+          resolve({ status: response.statusCode ?? 0, headers: replyHeaders }),
+        );
+      },
+    );
+    request.once('timeout', () => request.destroy(new Error(`GET ${path}: timed out`)));
+    request.once('error', reject);
+  });
 }
 
 /** One sluice + Envoy + upstream stack for a describe block. */
@@ -220,9 +266,18 @@ describe.skipIf(envoy.skip)(suite('each route reaches its rule through Envoy'), 
   });
 
   it('remote_address on "/ip": 6 per minute per client, X-Forwarded-For cannot dodge it', async () => {
-    await expectLimited(stack, { limit: 6, windowSeconds: 60 }, (i) =>
-      get(base(), '/ip', { 'x-forwarded-for': `203.0.113.${i}` }),
+    const rule = { limit: 6, windowSeconds: 60 };
+    await expectLimited(stack, rule, (i) =>
+      getFrom(CLIENT_A, base(), '/ip', { 'x-forwarded-for': `203.0.113.${i}` }),
     );
+    // Another client (another TCP peer address) has its own counter, even when it claims to be the
+    // first one in X-Forwarded-For...
+    const other = await getFrom(CLIENT_B, base(), '/ip', { 'x-forwarded-for': CLIENT_A });
+    expect(other.status, `${CLIENT_B} after ${CLIENT_A} is limited`).toBe(200);
+    expect(other.headers.get('x-ratelimit-limit')).toBe(policy(rule));
+    expect(other.headers.get('x-ratelimit-remaining')).toBe(String(rule.limit - 1));
+    // ...and the first client stays limited.
+    expect((await getFrom(CLIENT_A, base(), '/ip')).status).toBe(429);
   });
 
   it('header_value_match on "/reports": "x-plan: free" gets the named 2 per minute rule', async () => {
@@ -235,10 +290,14 @@ describe.skipIf(envoy.skip)(suite('each route reaches its rule through Envoy'), 
     expect(pro.headers.get('x-ratelimit-limit')).toBeNull();
   });
 
-  it('nested (path=/login, remote_address) on "/login": the named 3 per hour rule', async () => {
-    await expectLimited(stack, { limit: 3, windowSeconds: 3600, name: 'login' }, () =>
-      get(base(), '/login'),
-    );
+  it('nested (path=/login, remote_address) on "/login": the named 3 per hour rule, per client', async () => {
+    const rule = { limit: 3, windowSeconds: 3600, name: 'login' };
+    await expectLimited(stack, rule, () => getFrom(CLIENT_A, base(), '/login'));
+    const other = await getFrom(CLIENT_B, base(), '/login');
+    expect(other.status, `${CLIENT_B} after ${CLIENT_A} is limited`).toBe(200);
+    expect(other.headers.get('x-ratelimit-limit')).toBe(policy(rule));
+    expect(other.headers.get('x-ratelimit-remaining')).toBe(String(rule.limit - 1));
+    expect((await getFrom(CLIENT_A, base(), '/login')).status).toBe(429);
   });
 });
 
@@ -371,6 +430,19 @@ describe.skipIf(envoy.skip)(suite('the no-Docker demo: scripts/demo-envoy.sh'), 
         return ready.status === 200 && (await canConnect('127.0.0.1', ports.upstream));
       },
       { timeoutMs: 20_000, onTimeout: () => demo.output() },
+    );
+
+    // The script rewrites envoy.yaml exactly as the tests do (rewriteForLoopback): only addresses.
+    const written = parse(
+      readFileSync(path.join(REPO_ROOT, '.cache', 'demo', `envoy-${ports.envoy}.yaml`), 'utf8'),
+    ) as EnvoyConfig;
+    expect(written).toEqual(
+      rewriteForLoopback(loadShippedEnvoyConfig(), {
+        listenerPort: ports.envoy,
+        adminPort: ports.admin,
+        sluicePort: ports.grpc,
+        upstreamPort: ports.upstream,
+      }),
     );
 
     const statuses: number[] = [];

@@ -344,7 +344,7 @@ export async function startLoopbackUpstream(group: ProcessGroup): Promise<Loopba
 }
 
 /** A deliberately broken copy of the bootstrap, and what a strict check must say about it. */
-export interface BrokenBootstrap {
+export type BrokenBootstrap = {
   /** What is broken. */
   readonly name: string;
   /** Break `config` in place. */
@@ -353,11 +353,29 @@ export interface BrokenBootstrap {
   readonly pathEndsWith: string;
   /** The reported issue's message. */
   readonly message: RegExp;
-  /**
-   * Whether Envoy itself refuses to start on it (`envoy --mode validate` exits non-zero); `false`
-   * where Envoy's YAML loader is more lenient than the proto3 JSON mapping the check enforces.
-   */
-  readonly envoyRejects: boolean;
+} & (
+  | {
+      /** Envoy itself refuses to start on it (`envoy --mode validate` exits non-zero). */
+      readonly envoyRejects: true;
+      /**
+       * Fragments of Envoy's error output, all present, that name the broken field or type. Compare
+       * with {@link envoyOutputMentions}: protobuf varies the spacing of its messages from run to run.
+       */
+      readonly envoySays: readonly string[];
+    }
+  | {
+      /** Envoy's YAML loader is more lenient here than the proto3 JSON mapping the check enforces. */
+      readonly envoyRejects: false;
+      readonly envoySays?: undefined;
+    }
+);
+
+/**
+ * Whether Envoy's `output` contains `fragment`, ignoring whitespace: protobuf deliberately inserts
+ * extra spaces into its error messages at random so that nobody depends on their exact text.
+ */
+export function envoyOutputMentions(output: string, fragment: string): boolean {
+  return output.replace(/\s+/g, '').includes(fragment.replace(/\s+/g, ''));
 }
 
 function sluiceCluster(config: EnvoyConfig): any {
@@ -382,6 +400,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     message:
       /unknown field "failure_mode_deney" in envoy\.extensions\.filters\.http\.ratelimit\.v3\.RateLimit/,
     envoyRejects: true,
+    envoySays: ["no such field: 'failure_mode_deney'"],
   },
   {
     name: 'unknown field inside the cluster protocol options map value',
@@ -395,6 +414,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'http2_protocol_options.max_concurrent_streamz',
     message: /unknown field "max_concurrent_streamz"/,
     envoyRejects: true,
+    envoySays: ["no such field: 'max_concurrent_streamz'"],
   },
   {
     name: 'wrong scalar type: a port as text',
@@ -404,6 +424,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'listeners[0].address.socket_address.port_value',
     message: /expected uint32, got string "ten thousand"/,
     envoyRejects: true,
+    envoySays: ['listeners[0].address.socket_address.port_value: uint32'],
   },
   {
     name: 'wrong scalar type: a bool as a string',
@@ -434,6 +455,9 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'http_filters[0].typed_config.@type',
     message: /does not resolve to a message type/,
     envoyRejects: true,
+    envoySays: [
+      "could not find @type 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitz'",
+    ],
   },
   {
     name: 'unknown enum name',
@@ -443,6 +467,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'typed_config.enable_x_ratelimit_headers',
     message: /expected one of .*XRateLimitHeadersRFCVersion \{OFF, DRAFT_VERSION_03\}/,
     envoyRejects: true,
+    envoySays: ["unknown enum value: 'DRAFT_VERSION_04'"],
   },
   {
     name: 'a duration not in the "0.25s" form',
@@ -452,6 +477,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'typed_config.timeout',
     message: /expected a duration like "0.25s", got string "250ms"/,
     envoyRejects: true,
+    envoySays: ['typed_config.<any>.timeout: message google.protobuf.Duration'],
   },
   {
     name: 'a required field missing (validate.rules required)',
@@ -461,6 +487,7 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'typed_config.rate_limit_service',
     message: /required field "rate_limit_service" is missing/,
     envoyRejects: true,
+    envoySays: ['RateLimitValidationError.RateLimitService: value is required'],
   },
   {
     name: 'two members of one oneof',
@@ -470,6 +497,11 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'routes[0].match',
     message: /oneof "path_specifier" .* has several members set: prefix, path/,
     envoyRejects: true,
+    // Envoy reads the YAML into an unordered map, so it names either member ("path" or "prefix").
+    envoySays: [
+      'virtual_hosts[0].routes[0].match.',
+      'has already been set (either directly or as part of a oneof)',
+    ],
   },
   {
     name: 'a string shorter than its validate.rules min_len',
@@ -479,5 +511,6 @@ export const BROKEN_BOOTSTRAPS: readonly BrokenBootstrap[] = [
     pathEndsWith: 'routes[0].route.cluster',
     message: /"cluster" must have at least 1 character/,
     envoyRejects: true,
+    envoySays: ['RouteActionValidationError.Cluster: value length must be at least 1 characters'],
   },
 ];
