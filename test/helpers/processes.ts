@@ -4,8 +4,9 @@
  * sluice started from `dist/main.js`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
@@ -200,22 +201,94 @@ export function useProcessGroup(): ProcessGroup {
   return group;
 }
 
+/** Whether {@link ensureBuilt} already ran (built or found dist/ current) in this process. */
+let buildChecked = false;
+
+/** Held (a directory, created atomically) by the test process that is checking or building dist/. */
+const BUILD_LOCK = path.join(REPO_ROOT, '.cache', 'ensure-built.lock');
+
+/** The newest modification time (ms) of any file under `dir`, or `-Infinity` when there is none. */
+function newestMtimeMs(dir: string): number {
+  let newest = -Infinity;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtimeMs(full));
+    else if (entry.isFile()) newest = Math.max(newest, statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
 /**
- * Build `dist/` with `npm run build` when `dist/main.js` is missing (`npm test` builds first, so this
- * only runs for `npm run test:e2e` on a fresh checkout). Throws with the build output on failure.
+ * Why `dist/` must be rebuilt: `dist/main.js` is missing, or a file under `src/` or `proto/` is
+ * newer than it (so `npm run test:e2e` right after editing `src/` never tests a stale build);
+ * `undefined` when dist/ is current.
+ */
+function staleBuildReason(): string | undefined {
+  if (!existsSync(SLUICE_MAIN)) return 'dist/main.js is missing';
+  const builtMs = statSync(SLUICE_MAIN).mtimeMs;
+  for (const dir of ['src', 'proto']) {
+    if (newestMtimeMs(path.join(REPO_ROOT, dir)) > builtMs) {
+      return `a file under ${dir}/ is newer than dist/main.js`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Run `fn` while holding {@link BUILD_LOCK}, so test workers of one run (integration and e2e both
+ * need dist/) never build at the same time, nor start sluice from a half-written dist/. Waits
+ * (bounded) for another holder; a lock older than any build is left over from a killed run.
+ */
+function withBuildLock<T>(fn: () => T): T {
+  mkdirSync(path.dirname(BUILD_LOCK), { recursive: true });
+  const deadline = Date.now() + 240_000;
+  for (;;) {
+    try {
+      mkdirSync(BUILD_LOCK);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const ageMs = Date.now() - (statSync(BUILD_LOCK, { throwIfNoEntry: false })?.mtimeMs ?? 0);
+    if (ageMs > 300_000) {
+      rmSync(BUILD_LOCK, { recursive: true, force: true });
+      continue;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${BUILD_LOCK} (remove it if no test run is building)`);
+    }
+    // A synchronous sleep: the callers are synchronous beforeAll hooks.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(BUILD_LOCK, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Run `npm run build` when dist/ is stale (see {@link staleBuildReason}); `npm test` builds first,
+ * so this only builds for `npm run test:e2e` or `test:integration` on a fresh checkout or after an
+ * edit. Checks (and builds) at most once per process. Throws with the build output on failure.
  */
 export function ensureBuilt(): void {
-  if (existsSync(SLUICE_MAIN)) return;
-  const result = spawnSync('npm', ['run', '--silent', 'build'], {
-    cwd: REPO_ROOT,
-    encoding: 'utf8',
-    timeout: 180_000,
+  if (buildChecked) return;
+  withBuildLock(() => {
+    const reason = staleBuildReason();
+    if (reason === undefined) return;
+    const result = spawnSync('npm', ['run', '--silent', 'build'], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
+    if (result.status !== 0 || !existsSync(SLUICE_MAIN)) {
+      throw new Error(
+        `npm run build (${reason}) failed (status ${String(result.status)}):\n${result.stdout}\n${result.stderr}`,
+      );
+    }
   });
-  if (result.status !== 0 || !existsSync(SLUICE_MAIN)) {
-    throw new Error(
-      `npm run build failed (status ${String(result.status)}):\n${result.stdout}\n${result.stderr}`,
-    );
-  }
+  buildChecked = true;
 }
 
 /** Ask `grpc.health.v1.Health/Check` (overall service, name '') for the serving status. */
