@@ -25,6 +25,11 @@ export interface AppOptions {
   readonly clock?: Clock;
   /** Watch the config files and reload on change (default true). */
   readonly watch?: boolean;
+  /**
+   * The watcher's safety-net poll, in ms (default 5000; 0 turns it off, which tests use to show
+   * that file system events alone apply a change).
+   */
+  readonly watchPollIntervalMs?: number;
 }
 
 /** Where the app listens once started. */
@@ -67,8 +72,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     }
   };
 
-  // The watcher starts before the first load so a change made during that load is not missed;
-  // a snapshot it builds is never older than the first load's.
+  // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
+  // change made during that load is seen; a snapshot it builds is never older than the first's.
   let current: ConfigSnapshot | undefined;
   const watcher =
     options.watch === false
@@ -76,6 +81,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       : watchConfig({
           paths: settings.config.paths,
           mergeDomainConfigs: settings.mergeDomainConfigs,
+          pollIntervalMs: options.watchPollIntervalMs,
           onSnapshot(snapshot) {
             current = snapshot;
             logLoaded(snapshot, 'rate limit config reloaded');
@@ -92,6 +98,7 @@ export async function createApp(options: AppOptions): Promise<App> {
           },
         });
   try {
+    await watcher?.ready;
     const initial = await loadSnapshot(settings.config.paths, loadOptions);
     current ??= initial;
   } catch (err) {

@@ -22,7 +22,7 @@ export interface RunningApp {
 export async function startApp(
   configPaths: string[],
   env: Record<string, string> = {},
-  options: { clock?: Clock; logger?: Logger } = {},
+  options: { clock?: Clock; logger?: Logger; watchPollIntervalMs?: number } = {},
 ): Promise<RunningApp> {
   const settings = loadSettings(
     { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', ...env },
@@ -34,6 +34,7 @@ export async function startApp(
     settings,
     logger: options.logger ?? silentLogger(),
     clock: options.clock,
+    watchPollIntervalMs: options.watchPollIntervalMs,
   });
   const { grpcPort } = await app.start();
   const client = createEnvoyRlsClient(`127.0.0.1:${grpcPort}`);

@@ -14,7 +14,9 @@ describe('hot reload while serving', () => {
 
   beforeAll(async () => {
     dir = await ruleDir({ 'reload.yaml': rules(5) });
-    running = await startApp([dir], {}, { logger: log.logger });
+    // No poll: every change below must reach the server through file system events alone (the
+    // reload follows an event after a 100 ms debounce).
+    running = await startApp([dir], {}, { logger: log.logger, watchPollIntervalMs: 0 });
   });
   afterAll(async () => {
     await running.stop();
