@@ -17,6 +17,13 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: path
     value: /health
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 1, name: tenant-wide}
+  - key: vip
+    rate_limit: {unit: minute, requests_per_unit: 2, name: vip, replaces: [{name: tenant-wide}]}
+  - key: trial
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    shadow_mode: true
 `;
 
 describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls.proto", () => {
@@ -91,6 +98,43 @@ describe("ShouldRateLimit over gRPC, called with a client built from Envoy's rls
       limit_remaining: 0,
     });
     expect(unmatched).toMatchObject({ code: 'OK', current_limit: null, limit_remaining: 0 });
+  });
+
+  it('drops a rule named in the replaces of another rule matched in the same request', async () => {
+    // tenant-wide allows 1/minute, but a request that also matches vip (which replaces it) is
+    // counted by vip alone: twice admitted, then refused by vip, tenant-wide never consulted.
+    const both = rlsRequest('edge', [{ tenant: 't1' }, { vip: 'v1' }]);
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await running.client.shouldRateLimit(both));
+    expect(answers.map((a) => a.overall_code)).toEqual(['OK', 'OK', 'OVER_LIMIT']);
+    for (const answer of answers) {
+      expect(answer.statuses[0]).toMatchObject({
+        code: 'OK',
+        current_limit: null,
+        limit_remaining: 0,
+      });
+    }
+    expect(answers.map((a) => a.statuses[1]!.current_limit?.name)).toEqual(['vip', 'vip', 'vip']);
+    expect(answers.map((a) => a.statuses[1]!.limit_remaining)).toEqual([1, 0, 0]);
+
+    // Alone, tenant-wide applies, and nothing was charged to it above.
+    const alone = await running.client.shouldRateLimit(rlsRequest('edge', [{ tenant: 't1' }]));
+    expect(alone.statuses[0]).toMatchObject({
+      code: 'OK',
+      current_limit: { requests_per_unit: 1, unit: 'MINUTE', name: 'tenant-wide' },
+      limit_remaining: 0,
+    });
+  });
+
+  it('reports a shadow_mode rule over its limit as OK, while still counting it', async () => {
+    const request = rlsRequest('edge', [{ trial: 'x' }]);
+    const first = await running.client.shouldRateLimit(request);
+    const second = await running.client.shouldRateLimit(request);
+    expect(first.overall_code).toBe('OK');
+    expect(first.statuses[0]!.limit_remaining).toBe(0);
+    // Over the limit of 1, but in shadow mode: the answer stays OK.
+    expect(second.overall_code).toBe('OK');
+    expect(second.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 });
   });
 
   it("applies a descriptor's RateLimitOverride instead of the configured rule", async () => {
