@@ -46,6 +46,13 @@ describe('matchGlob', () => {
     expect(matches('a*bc*bc', 'abcbc')).toBe(true);
     expect(matches('a*bc*bc', 'abc')).toBe(false);
     expect(matches('a**b', 'ab')).toBe(true);
+    // Several literal runs between stars must appear in order, each after the previous one.
+    expect(matches('a*b*c*d', 'a-b-c-d')).toBe(true);
+    expect(matches('a*b*c*d', 'a-c-b-d')).toBe(false);
+    expect(matches('x*ab*ab*y', 'xababy')).toBe(true);
+    expect(matches('x*ab*ab*y', 'xaby')).toBe(false);
+    expect(matches('*b*b*', 'bb')).toBe(true);
+    expect(matches('*b*b*', 'b')).toBe(false);
   });
 
   it('lets a lone * match anything, including the empty value', () => {
@@ -321,6 +328,24 @@ descriptors:
 `);
     expect(rpu(s, [['remote_address', '10.0.0.1']])).toBeUndefined();
     expect(rpu(s, [['remote_address', '10.0.0.2']])).toBe(10);
+  });
+
+  it('whitelists through the first matching wildcard node without falling through', () => {
+    const s = snapshot(`
+domain: edge
+descriptors:
+  - key: user
+    value: "svc-*"
+  - key: user
+    value: "svc-billing*"
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 10}
+`);
+    // svc-* is declared first and has neither rule nor children: it whitelists, and neither the
+    // later, more specific wildcard nor the default node is consulted.
+    expect(rpu(s, [['user', 'svc-billing-1']])).toBeUndefined();
+    expect(rpu(s, [['user', 'alice']])).toBe(10);
   });
 
   it('returns an unlimited rule as is', () => {
