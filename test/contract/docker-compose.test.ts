@@ -1,7 +1,7 @@
 /**
  * docker-compose.yml, Dockerfile and .dockerignore, checked without a Docker daemon:
  * `docker-compose config -q` accepts the compose file (skipped with a reason locally when no compose
- * CLI is installed, failing under CI=true); every file and directory they reference exists; the
+ * CLI is installed, failing under CI); every file and directory they reference exists; the
  * compose wiring matches envoy/envoy.yaml; and the health check one-liners really work.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -13,7 +13,7 @@ import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RUNTIME_ROOT, loadSettings } from '../../src/settings.js';
 import { loadShippedEnvoyConfig } from '../helpers/envoy.js';
-import { REPO_ROOT, freePort } from '../helpers/processes.js';
+import { REPO_ROOT, freePort, inCi } from '../helpers/processes.js';
 
 const compose = parse(readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8')) as {
   services: Record<string, any>;
@@ -60,8 +60,7 @@ function findComposeCli(): { command: string; args: string[] } | undefined {
 }
 
 const cli = findComposeCli();
-const inCi = process.env['CI'] === 'true';
-const skipCli = cli === undefined && !inCi;
+const skipCli = cli === undefined && !inCi();
 const missingCli =
   'no compose CLI found (tried `docker-compose` and `docker compose`); install one, e.g. `apt-get install docker-compose`';
 if (skipCli) console.warn(`[docker-compose config] SKIPPED: ${missingCli}`);
@@ -70,7 +69,8 @@ describe.skipIf(skipCli)(
   skipCli ? `docker-compose config (SKIPPED: ${missingCli})` : 'docker-compose config',
   () => {
     it('accepts docker-compose.yml (config -q)', () => {
-      if (cli === undefined) throw new Error(`${missingCli} (CI=true: missing compose CLI fails)`);
+      if (cli === undefined)
+        throw new Error(`${missingCli} (under CI a missing compose CLI fails)`);
       const result = spawnSync(cli.command, [...cli.args, 'config', '-q'], {
         cwd: REPO_ROOT,
         encoding: 'utf8',
@@ -80,7 +80,8 @@ describe.skipIf(skipCli)(
     });
 
     it('rejects a broken copy, so the check can fail', () => {
-      if (cli === undefined) throw new Error(`${missingCli} (CI=true: missing compose CLI fails)`);
+      if (cli === undefined)
+        throw new Error(`${missingCli} (under CI a missing compose CLI fails)`);
       const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-compose-'));
       try {
         const file = path.join(dir, 'docker-compose.yml');

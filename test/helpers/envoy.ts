@@ -15,6 +15,7 @@ import {
   REPO_ROOT,
   WaitAborted,
   canConnect,
+  inCi,
   waitFor,
   type ManagedProcess,
   type ProcessGroup,
@@ -85,7 +86,7 @@ export function locateEnvoy(): EnvoyLocation {
   return { binary };
 }
 
-/** Whether a suite needing Envoy runs, is skipped (locally), or must fail (CI=true). */
+/** Whether a suite needing Envoy runs, is skipped (locally), or must fail (under CI, see inCi). */
 export interface EnvoyRequirement {
   /** The binary, when found. */
   readonly binary: string | undefined;
@@ -97,7 +98,7 @@ export interface EnvoyRequirement {
 
 /**
  * Locate Envoy for a suite. Missing locally: `skip` is true and the reason is printed with
- * console.warn. Missing under `CI=true`: `skip` is false, so the suite runs and {@link envoyBinary}
+ * console.warn. Missing under CI (`inCi()`): `skip` is false, so the suite runs and {@link envoyBinary}
  * fails it with the install command.
  */
 export function requireEnvoy(suite: string): EnvoyRequirement {
@@ -106,15 +107,15 @@ export function requireEnvoy(suite: string): EnvoyRequirement {
     return { binary: location.binary, skip: false, reason: undefined };
   }
   const reason = `Envoy not found: ${location.reason}. Install the pinned Envoy with: ${ENVOY_INSTALL_COMMAND}`;
-  const inCi = process.env['CI'] === 'true';
-  if (!inCi) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { binary: undefined, skip: !inCi, reason };
+  const ci = inCi();
+  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
+  return { binary: undefined, skip: !ci, reason };
 }
 
 /** The binary of a requirement, or an error (with the install command) that fails the suite. */
 export function envoyBinary(requirement: EnvoyRequirement): string {
   if (requirement.binary !== undefined) return requirement.binary;
-  throw new Error(`${requirement.reason ?? 'Envoy not found'} (CI=true: missing Envoy fails)`);
+  throw new Error(`${requirement.reason ?? 'Envoy not found'} (under CI a missing Envoy fails)`);
 }
 
 /** A parsed bootstrap document (plain YAML data). */

@@ -201,6 +201,16 @@ export function useProcessGroup(): ProcessGroup {
   return group;
 }
 
+/**
+ * Whether this run is CI, where a test that needs a missing binary (envoy, docker-compose,
+ * redis-server) must fail instead of skipping: `CI` set to anything but empty, `0` or `false`
+ * (CI services set `true` or `1`; `.ci/run` sets `true`).
+ */
+export function inCi(env: NodeJS.ProcessEnv = process.env): boolean {
+  const value = (env['CI'] ?? '').trim().toLowerCase();
+  return value !== '' && value !== '0' && value !== 'false';
+}
+
 /** Whether {@link ensureBuilt} already ran (built or found dist/ current) in this process. */
 let buildChecked = false;
 
