@@ -1,13 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Test tiers: unit (pure, fake clocks), contract (wire compatibility with Envoy's protos and the
- * bootstrap schema), integration (real gRPC server on port 0), e2e (a real Envoy binary).
+ * Test tiers: unit (pure, fake clocks), contract (envoy.yaml against Envoy's Bootstrap schema, and
+ * docker-compose.yml / Dockerfile checked with the real compose CLI and their health checks run),
+ * integration (real gRPC server on port 0), e2e (a real Envoy binary).
  */
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts'] } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      {
+        test: {
+          name: 'contract',
+          include: ['test/contract/**/*.test.ts'],
+          testTimeout: 30_000,
+        },
+      },
       {
         test: {
           name: 'integration',
