@@ -44,8 +44,29 @@ describe('starting the way envoyproxy/ratelimit is started', () => {
     );
     server = await startSluice(group, {
       grpcPort: await freePort(),
-      env: { RUNTIME_ROOT: root, RUNTIME_SUBDIRECTORY: 'ratelimit' },
+      // Also the reference's LOG_LEVEL / LOG_FORMAT spellings (its default format is text).
+      env: {
+        RUNTIME_ROOT: root,
+        RUNTIME_SUBDIRECTORY: 'ratelimit',
+        LOG_LEVEL: 'INFO',
+        LOG_FORMAT: 'text',
+      },
     });
+  });
+
+  it('logs readable text lines when LOG_FORMAT=text', async () => {
+    // The line is written asynchronously; it may trail the health check startSluice waited for.
+    await waitFor('the listening line', () => server.proc.output().includes('sluice listening'), {
+      timeoutMs: 5_000,
+      intervalMs: 20,
+    });
+    const lines = server.proc.output().trim().split('\n');
+    expect(lines.find((line) => line.includes('sluice listening'))).toMatch(
+      new RegExp(
+        `^\\S+ INFO sluice listening grpcHost=127\\.0\\.0\\.1 grpcPort=${server.grpcPort}$`,
+      ),
+    );
+    expect(lines.filter((line) => line.startsWith('{'))).toEqual([]);
   });
 
   it('loads the rules from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config and serves on GRPC_PORT', async () => {
@@ -153,6 +174,23 @@ describe('start-up errors stop the process with one clear message', () => {
 
 describe('graceful shutdown', () => {
   const group = useProcessGroup();
+
+  it('stops on SIGINT (Ctrl-C) the same way, with exit code 0', async () => {
+    const { proc, grpcPort } = await startSluice(group, {
+      grpcPort: await freePort(),
+      env: { LOG_LEVEL: 'info' },
+    });
+    const client = createEnvoyRlsClient(`127.0.0.1:${grpcPort}`);
+    try {
+      const answer = await client.shouldRateLimit(rlsRequest('edge', [{ generic_key: 'default' }]));
+      expect(answer.overall_code).toBe('OK');
+    } finally {
+      client.close();
+    }
+    proc.child.kill('SIGINT');
+    expect(await within(proc.exited, 15_000, 'sluice to exit after SIGINT')).toBe(0);
+    expect(proc.output()).toMatch(/"signal":"SIGINT"/);
+  });
 
   it('finishes calls in flight at SIGTERM, refuses new connections, and exits 0', async () => {
     const calls = 20;
