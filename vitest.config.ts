@@ -1,9 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Test tiers: unit (pure, fake clocks), contract (envoy.yaml against Envoy's Bootstrap schema, and
- * docker-compose.yml / Dockerfile checked with the real compose CLI and their health checks run),
- * integration (real gRPC server on port 0), e2e (a real Envoy binary).
+ * Test tiers: unit (pure, fake clocks); contract (proto/ and envoy.yaml against Envoy's published
+ * protos, docker-compose.yml and the Dockerfile with the real compose CLI and their health checks
+ * run); integration (real gRPC server on port 0); e2e (a real Envoy binary).
  */
 export default defineConfig({
   test: {
