@@ -102,7 +102,8 @@ export interface FileSetValidation {
 }
 
 const ROOT_KEYS = ['domain', 'descriptors'] as const;
-const DESCRIPTOR_KEYS = [
+/** Keys of a descriptor node in the reference's format (what a reference file may use). */
+export const DESCRIPTOR_KEYS = [
   'key',
   'value',
   'rate_limit',
@@ -114,7 +115,14 @@ const DESCRIPTOR_KEYS = [
   'quota_mode',
   'metadata',
 ] as const;
-const RATE_LIMIT_KEYS = ['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces'] as const;
+/** Keys of a `rate_limit` block in the reference's format. */
+export const RATE_LIMIT_KEYS = [
+  'unit',
+  'requests_per_unit',
+  'unlimited',
+  'name',
+  'replaces',
+] as const;
 const REPLACES_KEYS = ['name'] as const;
 
 /** Where each key belongs, to tell a misplaced key from an unknown one. */

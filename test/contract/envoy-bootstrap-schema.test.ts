@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DESCRIPTOR_KEYS, RATE_LIMIT_KEYS } from '../../src/config/validate.js';
 import {
   BROKEN_BOOTSTRAPS,
   DEMO_RULES_DIR,
@@ -229,19 +230,9 @@ describe('the demo wiring (envoy/envoy.yaml + envoy/ratelimit/*.yaml)', () => {
 
   it('has one domain per file, in the reference format only (no sluice-only keys)', () => {
     expect(ruleDocs.length).toBeGreaterThan(0);
-    const nodeKeys = new Set([
-      'key',
-      'value',
-      'rate_limit',
-      'descriptors',
-      'shadow_mode',
-      'detailed_metric',
-      'value_to_metric',
-      'share_threshold',
-      'quota_mode',
-      'metadata',
-    ]);
-    const limitKeys = new Set(['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces']);
+    // The reference's keys, as sluice's validator knows them.
+    const nodeKeys = new Set<string>(DESCRIPTOR_KEYS);
+    const limitKeys = new Set<string>(RATE_LIMIT_KEYS);
     const walk = (nodes: RuleNode[], at: string): void => {
       nodes.forEach((node, i) => {
         for (const k of Object.keys(node)) expect(nodeKeys, `${at}[${i}].${k}`).toContain(k);

@@ -63,20 +63,6 @@ interface Reply {
   readonly headers: Headers;
 }
 
-/** GET through Envoy, bounded; the body is drained so the connection is reused. */
-async function get(
-  baseUrl: string,
-  path: string,
-  headers: Record<string, string> = {},
-): Promise<Reply> {
-  const response = await fetch(`${baseUrl}${path}`, {
-    headers,
-    signal: AbortSignal.timeout(5_000),
-  });
-  await response.arrayBuffer();
-  return { status: response.status, headers: response.headers };
-}
-
 /** Two source addresses on loopback (Linux routes all of 127.0.0.0/8 to lo): two clients. */
 const CLIENT_A = '127.0.0.1';
 const CLIENT_B = '127.0.0.2';
@@ -120,6 +106,11 @@ async function getFrom(
     request.once('timeout', () => request.destroy(new Error(`GET ${path}: timed out`)));
     request.once('error', reject);
   });
+}
+
+/** GET through Envoy from the default client address ({@link CLIENT_A}). */
+function get(baseUrl: string, path: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return getFrom(CLIENT_A, baseUrl, path, headers);
 }
 
 /** One sluice + Envoy + upstream stack for a describe block. */

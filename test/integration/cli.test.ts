@@ -188,7 +188,8 @@ describe('graceful shutdown', () => {
       client.close();
     }
     proc.child.kill('SIGINT');
-    expect(await within(proc.exited, 15_000, 'sluice to exit after SIGINT')).toBe(0);
+    await waitFor('sluice to exit after SIGINT', () => proc.hasExited(), { timeoutMs: 15_000 });
+    expect(await proc.exited).toBe(0);
     expect(proc.output()).toMatch(/"signal":"SIGINT"/);
   });
 
@@ -256,7 +257,8 @@ describe('graceful shutdown', () => {
       expect(codes.filter((code) => code === 'OK')).toHaveLength(limit);
       expect(codes.filter((code) => code === 'OVER_LIMIT')).toHaveLength(calls - limit);
 
-      expect(await within(proc.exited, 10_000, 'sluice to exit')).toBe(0);
+      await waitFor('sluice to exit', () => proc.hasExited(), { timeoutMs: 10_000 });
+      expect(await proc.exited).toBe(0);
     } finally {
       session.destroy();
     }
@@ -272,20 +274,4 @@ function envoyRlsMethod(): grpc.MethodDefinition<unknown, unknown> {
     'envoy.service.ratelimit.v3.RateLimitService'
   ] as grpc.ServiceDefinition;
   return service.ShouldRateLimit!;
-}
-
-/** `promise`, or a rejection naming `what` after `timeoutMs`. */
-async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`timed out after ${timeoutMs}ms waiting for ${what}`)),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

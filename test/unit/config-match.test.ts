@@ -2,6 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { buildSnapshot, compileGlob, matchGlob } from '../../src/config/index.js';
 import type { ConfigSnapshot, LimitMatch } from '../../src/config/index.js';
 import type { LimitOverride, RequestDescriptor } from '../../src/model.js';
+import { makeRule } from '../helpers/rules.js';
 
 function snapshot(content: string, name = 'rules.yaml'): ConfigSnapshot {
   return buildSnapshot([{ name, content }]);
@@ -447,23 +448,15 @@ descriptors:
       'edge',
       descriptor([['path', '/login']], { requestsPerUnit: 42, unit: 'minute' }),
     );
+    // Nothing of the configured rule (name, shadow_mode, 1/second) survives but its key.
     expect(match).toEqual({
-      rule: {
+      rule: makeRule({
         requestsPerUnit: 42,
         unit: 'minute',
         windowMs: 60_000,
-        name: '',
-        unlimited: false,
-        shadowMode: false,
-        replaces: [],
-        algorithm: 'sliding_window',
         fullKey: 'edge.path_/login',
-        detailedMetric: false,
-        valueToMetric: false,
-        shareThreshold: false,
-        quotaMode: false,
         fromOverride: true,
-      },
+      }),
       sharedPatterns: undefined,
     });
   });

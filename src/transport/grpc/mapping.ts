@@ -13,15 +13,10 @@ import {
   type RequestDescriptor,
 } from '../../model.js';
 
-const UNIT_BY_WIRE: Readonly<Record<string, RateLimitUnit>> = {
-  SECOND: 'second',
-  MINUTE: 'minute',
-  HOUR: 'hour',
-  DAY: 'day',
-  MONTH: 'month',
-  YEAR: 'year',
-  WEEK: 'week',
-};
+/** `SECOND` -> `second`, ...: the wire enum names are the units in upper case. */
+const UNIT_BY_WIRE: Readonly<Record<string, RateLimitUnit>> = Object.fromEntries(
+  RATE_LIMIT_UNITS.map((unit) => [unit.toUpperCase(), unit]),
+);
 
 /** Wire enum name of a unit (`SECOND` ...). */
 export function unitToWire(unit: RateLimitUnit): string {
