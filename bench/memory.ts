@@ -53,8 +53,9 @@ function storeBytesPerKey(
     algorithm: 'sliding_window',
     limit: 4_000_000_000,
     windowMs: WINDOW_MS,
+    burst: 4_000_000_000,
     hits: 1,
-    enforced: true,
+    mode: 'enforced',
   };
   const batch = [spec];
   const before = heapAfterGc();

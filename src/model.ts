@@ -1,6 +1,7 @@
 /**
  * Plain domain types shared by every layer below `transport/`. Nothing here knows about protobuf.
  */
+import type { RateLimitRule } from './config/types.js';
 
 /** Time units of a rate limit, lower-case as written in the reference's YAML. */
 export type RateLimitUnit = 'second' | 'minute' | 'hour' | 'day' | 'week' | 'month' | 'year';
@@ -75,8 +76,20 @@ export interface DescriptorStatus {
   readonly currentLimit: CurrentLimit | undefined;
   /** Room left after this request; 0 when over limit; 4294967295 when unlimited. */
   readonly limitRemaining: number;
-  /** Milliseconds; `undefined` when no rule applies. See SPEC §3 for its meaning. */
+  /** Milliseconds; `undefined` when no rule applies. See docs/semantics.md §5 for its meaning. */
   readonly durationUntilResetMs: number | undefined;
+  /**
+   * Not on the wire (for metrics and headers): the rule that was counted, `undefined` when none
+   * was (no rule, unknown domain, replaced, unlimited).
+   */
+  readonly rule: RateLimitRule | undefined;
+  /** Not on the wire: the hits this descriptor asked for (0 when no rule was counted). */
+  readonly hits: number;
+  /**
+   * Not on the wire: the counted rule lacked room, whatever the code says (a shadow or quota rule
+   * over its limit answers OK).
+   */
+  readonly overLimit: boolean;
 }
 
 /** A header Envoy adds to the client's response or the upstream request. */
@@ -91,7 +104,18 @@ export interface RateLimitResponse {
   /** Exactly one per request descriptor, in request order. */
   readonly statuses: readonly DescriptorStatus[];
   readonly responseHeadersToAdd: readonly HeaderValue[];
+  /**
+   * `dynamic_metadata` (a google.protobuf.Struct as plain JSON values); `undefined` when not sent
+   * (`RESPONSE_DYNAMIC_METADATA` off).
+   */
+  readonly dynamicMetadata?: Readonly<Record<string, JsonValue>> | undefined;
+  /** `raw_body` bytes for Envoy to send on rejection; `undefined` when not sent. */
+  readonly rawBody?: Uint8Array | undefined;
 }
+
+/** A JSON value, as carried by a google.protobuf.Struct. */
+export type JsonValue =
+  null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
 
 /** Largest uint32: the `limit_remaining` of an unlimited rule. */
 export const MAX_UINT32 = 4_294_967_295;

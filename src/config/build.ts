@@ -141,6 +141,17 @@ function buildRule(
     shadowMode: descriptor.shadowMode,
     replaces: Object.freeze([...config.replaces]),
     algorithm: 'sliding_window',
+    limits: Object.freeze([
+      Object.freeze({
+        requestsPerUnit: config.requestsPerUnit,
+        unit,
+        unitMultiplier: 1,
+        windowMs: UNIT_MS[unit],
+        algorithm: 'sliding_window' as const,
+        burst: config.requestsPerUnit,
+        name: config.name,
+      }),
+    ]),
     fullKey,
     detailedMetric: descriptor.detailedMetric,
     valueToMetric: descriptor.valueToMetric,

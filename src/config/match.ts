@@ -78,6 +78,17 @@ export function overrideLimit(
     shadowMode: false,
     replaces: NO_REPLACES,
     algorithm: 'sliding_window',
+    limits: [
+      {
+        requestsPerUnit: override.requestsPerUnit,
+        unit,
+        unitMultiplier: 1,
+        windowMs: UNIT_MS[unit],
+        algorithm: 'sliding_window',
+        burst: override.requestsPerUnit,
+        name: '',
+      },
+    ],
     fullKey: descriptorKey(domain, descriptor),
     detailedMetric: false,
     valueToMetric: false,

@@ -3,10 +3,31 @@
  * `config/` from the reference's YAML format; never mutated after it is built.
  */
 import type { ConfigProblem } from '../errors.js';
+import type { Algorithm } from '../algorithms/types.js';
 import type { RateLimitUnit, RequestDescriptor } from '../model.js';
 
-/** Counting algorithms. Only `sliding_window` exists until the extensions issue lands. */
-export type Algorithm = 'sliding_window';
+export type { Algorithm } from '../algorithms/types.js';
+
+/**
+ * One limit of a rule: a `rate_limit` block, or one item of a `rate_limits` list. A rule with
+ * several limits is over limit when any of them is (docs/semantics.md §3).
+ */
+export interface RuleLimit {
+  /** Requests admitted per window (token bucket: tokens refilled per window). */
+  readonly requestsPerUnit: number;
+  /** The unit as configured (lower case); reported as `current_limit.unit`. */
+  readonly unit: RateLimitUnit;
+  /** `unit_multiplier` (1 when absent). */
+  readonly unitMultiplier: number;
+  /** Window length in ms: unit length x unit multiplier. */
+  readonly windowMs: number;
+  /** How hits are counted (`algorithm`, else the `DEFAULT_ALGORITHM` setting). */
+  readonly algorithm: Algorithm;
+  /** Token bucket capacity (`burst`, default `requestsPerUnit`); equals `requestsPerUnit` otherwise. */
+  readonly burst: number;
+  /** The limit's `name`, `''` when absent; reported as `current_limit.name`. */
+  readonly name: string;
+}
 
 /** One configured (or overridden) rate limit. */
 export interface RateLimitRule {
@@ -24,8 +45,14 @@ export interface RateLimitRule {
   readonly shadowMode: boolean;
   /** Names of rules this rule replaces within the same request (`replaces: [{name}]`). */
   readonly replaces: readonly string[];
-  /** How hits are counted. */
+  /** How hits are counted (of the first limit). */
   readonly algorithm: Algorithm;
+  /**
+   * Every limit of the rule, at least one: `[the rate_limit block]`, or the `rate_limits` list in
+   * order. The fields above (`requestsPerUnit`, `unit`, `windowMs`, `algorithm`, `name`) repeat
+   * the first one.
+   */
+  readonly limits: readonly RuleLimit[];
   /**
    * The rule's full key as the reference builds it for stats and `/rlconfig`, e.g.
    * `edge.path_/login.remote_address` (domain, then each level's `key` or `key_value`).
@@ -37,7 +64,10 @@ export interface RateLimitRule {
   readonly valueToMetric: boolean;
   /** `share_threshold` (wildcard rules only): all values matching the wildcard share one counter. */
   readonly shareThreshold: boolean;
-  /** `quota_mode`: parsed and kept; sluice counts it like any rule for now. */
+  /**
+   * `quota_mode` (or the `QUOTA_MODE` setting): over limit never rejects the request; the status
+   * says OK and the descriptor is listed in the dynamic metadata's `quotaModeViolations`.
+   */
   readonly quotaMode: boolean;
   /** True when built from a request's RateLimitOverride rather than from a file. */
   readonly fromOverride: boolean;

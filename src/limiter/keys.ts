@@ -1,5 +1,5 @@
 /**
- * Counter keys (SPEC §3): one string per counter, built from the algorithm, the window length,
+ * Counter keys (docs/semantics.md §6): one string per counter, built from the algorithm, the window length,
  * the domain and the descriptor's entries, escaped so that distinct descriptors never share a
  * counter.
  *
@@ -17,6 +17,9 @@ import type { DescriptorEntry } from '../model.js';
 /** Short tag of each algorithm in a counter key; a new algorithm must get a distinct tag. */
 export const ALGORITHM_TAGS: Readonly<Record<Algorithm, string>> = {
   sliding_window: 'sw',
+  fixed_window: 'fw',
+  token_bucket: 'tb',
+  sliding_log: 'sl',
 };
 
 const SPECIAL = /[\\|=#]/;
@@ -37,15 +40,19 @@ export function escapeKeyPart(text: string): string {
  *   value matching the wildcard shares one counter (`match.sharedPatterns`, one slot per entry).
  * - `windowMs`: the window length in ms, part of the key so that a reload that changes the unit
  *   (or multiplier) starts a fresh counter.
+ * - `algorithm`: the limit's algorithm (default: the rule's first); a rule with several limits
+ *   has one counter per limit, told apart by algorithm and window (validation refuses two limits
+ *   with the same pair on one descriptor).
  */
 export function counterKey(
   domain: string,
   entries: readonly DescriptorEntry[],
   match: LimitMatch,
   windowMs: number,
+  algorithm: Algorithm = match.rule.algorithm,
 ): string {
   const patterns = match.sharedPatterns;
-  let key = ALGORITHM_TAGS[match.rule.algorithm] + '|' + windowMs + '|' + escapeKeyPart(domain);
+  let key = ALGORITHM_TAGS[algorithm] + '|' + windowMs + '|' + escapeKeyPart(domain);
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!;
     const pattern = patterns?.[i];

@@ -1,17 +1,24 @@
 /**
  * The limiter: turns one request into at most one batched store call and a decision value.
- * It resolves rules (via the config snapshot), applies `replaces`, `unlimited` and shadow mode,
- * and builds one status per descriptor (SPEC §3).
+ * It resolves rules (via the config snapshot), applies `replaces`, `unlimited`, shadow and quota
+ * mode, and builds one status per descriptor (docs/semantics.md §3 and §5). The admission
+ * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it.
  */
-import type { ConfigSnapshot, LimitMatch } from '../config/types.js';
+import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../config/types.js';
 import {
   MAX_UINT32,
   type DescriptorStatus,
+  type JsonValue,
   type RateLimitRequest,
   type RateLimitResponse,
   type RequestDescriptor,
 } from '../model.js';
-import type { CounterSpec, CounterStore } from '../stores/counter-store.js';
+import type {
+  CounterMode,
+  CounterResult,
+  CounterSpec,
+  CounterStore,
+} from '../stores/counter-store.js';
 import { counterKey } from './keys.js';
 
 /** Options for {@link createLimiter}. */
@@ -20,6 +27,10 @@ export interface LimiterOptions {
   readonly store: CounterStore;
   /** Global `SHADOW_MODE`: the overall code is always OK; statuses keep their real codes. */
   readonly shadowMode: boolean;
+  /** Global `QUOTA_MODE`: every rule that is not in shadow mode counts as `quota_mode`. */
+  readonly quotaMode?: boolean;
+  /** `RESPONSE_DYNAMIC_METADATA`: add the reference's `dynamic_metadata` to every answer. */
+  readonly responseDynamicMetadata?: boolean;
 }
 
 /** Decides requests against a config snapshot. */
@@ -36,6 +47,9 @@ const NO_RULE: DescriptorStatus = Object.freeze({
   currentLimit: undefined,
   limitRemaining: 0,
   durationUntilResetMs: undefined,
+  rule: undefined,
+  hits: 0,
+  overLimit: false,
 });
 
 const UNLIMITED: DescriptorStatus = Object.freeze({
@@ -43,6 +57,9 @@ const UNLIMITED: DescriptorStatus = Object.freeze({
   currentLimit: undefined,
   limitRemaining: MAX_UINT32,
   durationUntilResetMs: undefined,
+  rule: undefined,
+  hits: 0,
+  overLimit: false,
 });
 
 const NO_HEADERS: readonly never[] = Object.freeze([]);
@@ -52,9 +69,38 @@ export function hitsFor(descriptor: RequestDescriptor, requestHits: number): num
   return descriptor.hitsAddend ?? Math.max(1, requestHits);
 }
 
+/** How a rule's counters take part in admission: shadow wins over quota (as in the reference). */
+function modeOf(rule: RateLimitRule, globalQuota: boolean): CounterMode {
+  if (rule.shadowMode) return 'shadow';
+  return rule.quotaMode || globalQuota ? 'quota' : 'enforced';
+}
+
+/**
+ * Which of a rule's limits a status reports (docs/semantics.md §5): the over-limit one with the
+ * longest wait, else the one with the least remaining (the first on a tie). `results` holds the
+ * rule's `count` results from `start`.
+ */
+function reportedLimit(results: readonly CounterResult[], start: number, count: number): number {
+  let best = start;
+  for (let k = start + 1; k < start + count; k++) {
+    const candidate = results[k]!;
+    const current = results[best]!;
+    if (candidate.overLimit !== current.overLimit) {
+      if (candidate.overLimit) best = k;
+    } else if (candidate.overLimit) {
+      if (candidate.resetMs > current.resetMs) best = k;
+    } else if (candidate.remaining < current.remaining) {
+      best = k;
+    }
+  }
+  return best;
+}
+
 /** Create a limiter over `options.store`. */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { store, shadowMode } = options;
+  const globalQuota = options.quotaMode === true;
+  const withMetadata = options.responseDynamicMetadata === true;
 
   return {
     async decide(snapshot, request) {
@@ -72,7 +118,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
         }
       }
 
-      // specOf[i] is the index into `specs` of descriptor i's counter, -1 when it is not counted.
+      // specOf[i] is the index into `specs` of descriptor i's first counter (one per limit of
+      // its rule), -1 when it is not counted.
       const specOf = new Int32Array(count).fill(-1);
       const specs: CounterSpec[] = [];
       for (let i = 0; i < count; i++) {
@@ -86,51 +133,110 @@ export function createLimiter(options: LimiterOptions): Limiter {
           continue;
         }
         const descriptor = descriptors[i]!;
+        const hits = hitsFor(descriptor, request.hitsAddend);
+        const mode = modeOf(rule, globalQuota);
         specOf[i] = specs.length;
-        specs.push({
-          key: counterKey(domain, descriptor.entries, match, rule.windowMs),
-          algorithm: rule.algorithm,
-          limit: rule.requestsPerUnit,
-          windowMs: rule.windowMs,
-          hits: hitsFor(descriptor, request.hitsAddend),
-          enforced: !rule.shadowMode,
-        });
+        const limits = rule.limits;
+        for (let l = 0; l < limits.length; l++) {
+          const limit = limits[l]!;
+          specs.push({
+            key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
+            algorithm: limit.algorithm,
+            limit: limit.requestsPerUnit,
+            windowMs: limit.windowMs,
+            burst: limit.burst,
+            hits,
+            mode,
+          });
+        }
       }
 
       const batch = specs.length > 0 ? await store.apply(specs) : undefined;
 
       let overLimit = false;
+      let violations: number[] | undefined;
       const statuses = new Array<DescriptorStatus>(count);
       for (let i = 0; i < count; i++) {
         const match = matches[i];
         const at = specOf[i]!;
         if (match === undefined) {
           statuses[i] = NO_RULE;
-        } else if (at < 0) {
-          statuses[i] = UNLIMITED;
-        } else {
-          const rule = match.rule;
-          const result = batch!.results[at]!;
-          const over = result.overLimit && !rule.shadowMode;
-          if (over) overLimit = true;
-          statuses[i] = {
-            code: over ? 'OVER_LIMIT' : 'OK',
-            currentLimit: {
-              requestsPerUnit: rule.requestsPerUnit,
-              unit: rule.unit,
-              name: rule.name,
-            },
-            limitRemaining: result.overLimit ? 0 : result.remaining,
-            durationUntilResetMs: result.resetMs,
-          };
+          continue;
         }
+        if (at < 0) {
+          statuses[i] = UNLIMITED;
+          continue;
+        }
+        const rule = match.rule;
+        const results = batch!.results;
+        const limitCount = rule.limits.length;
+        const chosen = reportedLimit(results, at, limitCount);
+        const result = results[chosen]!;
+        const limit = rule.limits[chosen - at]!;
+        const mode = specs[at]!.mode;
+        const over = result.overLimit;
+        let resetMs = result.resetMs;
+        if (over) {
+          // The wait until every limit admits: the longest of the over-limit ones.
+          for (let k = at; k < at + limitCount; k++) {
+            const other = results[k]!;
+            if (other.overLimit && other.resetMs > resetMs) resetMs = other.resetMs;
+          }
+        }
+        const blocks = over && mode === 'enforced';
+        if (blocks) overLimit = true;
+        const quotaViolation = over && mode === 'quota';
+        if (quotaViolation) (violations ??= []).push(i);
+        statuses[i] = {
+          code: blocks ? 'OVER_LIMIT' : 'OK',
+          currentLimit: {
+            requestsPerUnit: limit.requestsPerUnit,
+            unit: limit.unit,
+            name: limit.name,
+          },
+          limitRemaining: over ? 0 : result.remaining,
+          // The reference sends no reset for a quota rule over its limit.
+          durationUntilResetMs: quotaViolation ? undefined : resetMs,
+          rule,
+          hits: specs[at]!.hits,
+          overLimit: over,
+        };
       }
 
       return {
         overallCode: overLimit && !shadowMode ? 'OVER_LIMIT' : 'OK',
         statuses,
         responseHeadersToAdd: NO_HEADERS,
+        dynamicMetadata: withMetadata ? metadataOf(request, matches, violations) : undefined,
       };
     },
   };
+}
+
+/**
+ * The reference's `dynamic_metadata` (docs/semantics.md §5): the domain, each descriptor's
+ * entries as `key=value` with its override and hits_addend, the request's hits_addend when not 0,
+ * the indexes of quota descriptors over their limit, and whether any matched rule is in quota mode.
+ */
+function metadataOf(
+  request: RateLimitRequest,
+  matches: readonly (LimitMatch | undefined)[],
+  violations: readonly number[] | undefined,
+): Record<string, JsonValue> {
+  const descriptors: JsonValue[] = request.descriptors.map((descriptor) => {
+    const fields: Record<string, JsonValue> = {
+      entries: descriptor.entries.map((entry) => `${entry.key}=${entry.value}`),
+    };
+    if (descriptor.limit !== undefined) {
+      const unit = descriptor.limit.unit?.toUpperCase() ?? 'UNKNOWN';
+      fields.limit = `requests_per_unit:${descriptor.limit.requestsPerUnit} unit:${unit}`;
+    }
+    if (descriptor.hitsAddend !== undefined) fields.hitsAddend = descriptor.hitsAddend;
+    return fields;
+  });
+  const metadata: Record<string, JsonValue> = { domain: request.domain, descriptors };
+  if (request.hitsAddend !== 0) metadata.hitsAddend = request.hitsAddend;
+  if (violations !== undefined) metadata.quotaModeViolations = violations;
+  metadata.quotaModeEnabled = matches.some((match) => match?.rule.quotaMode === true);
+  return metadata;
 }

@@ -1,56 +1,59 @@
 /**
  * The counter store: where hits are counted. The limiter turns one request into one call of
- * `apply()`; the store makes the all-or-nothing decision atomically (SPEC §3).
+ * `apply()`; the store makes the all-or-nothing decision atomically (docs/semantics.md §3).
  */
-import type { Algorithm } from '../config/types.js';
+import type { Algorithm, AlgorithmResult } from '../algorithms/types.js';
+
+/**
+ * How a counter takes part in admission (docs/semantics.md §3):
+ * - `enforced`: lacking room rejects the whole request;
+ * - `shadow` (`shadow_mode`): never rejects; charged on admission even when over;
+ * - `quota` (`quota_mode`): never rejects; charged on admission only when it has room.
+ */
+export type CounterMode = 'enforced' | 'shadow' | 'quota';
 
 /** What one counter of a batch must check and charge. */
 export interface CounterSpec {
-  /** Unique counter key (domain, entries and window, escaped); see limiter/keys.ts. */
+  /** Unique counter key (domain, entries, algorithm and window, escaped); see limiter/keys.ts. */
   key: string;
   /** How to count. */
   algorithm: Algorithm;
-  /** Hits admitted per window. */
+  /** Hits admitted per window (token bucket: tokens refilled per window). */
   limit: number;
-  /** Window length in ms. */
+  /** Window length in ms (unit x unit_multiplier). */
   windowMs: number;
+  /** Token bucket capacity; ignored by the other algorithms (set it to `limit`). */
+  burst: number;
   /** Hits this request adds (0 = check without charging). */
   hits: number;
-  /** False for shadow-mode rules: counted and reported, but never block the request. */
-  enforced: boolean;
+  /** How this counter takes part in admission. */
+  mode: CounterMode;
 }
 
 /** The store's answer for one counter. */
-export interface CounterResult {
-  /** This counter lacked room for its hits (whether or not it is enforced). */
-  overLimit: boolean;
-  /** Room left after the request (after charging if the batch was admitted); 0 when over. */
-  remaining: number;
-  /**
-   * Milliseconds. When over limit: the exact wait after which the same hits would be admitted
-   * with no other traffic. When OK: the time until `remaining` next grows; 0 if it never will.
-   */
-  resetMs: number;
-}
+export type CounterResult = AlgorithmResult;
 
 /** The store's answer for a whole batch. */
 export interface BatchResult {
-  /** Every enforced counter had room, so every counter was charged. */
+  /** Every enforced counter had room, so the batch was charged. */
   admitted: boolean;
   /** One result per spec, in order. */
   results: CounterResult[];
 }
 
-/** A place to count hits. Implementations: stores/memory (default), stores/redis (later). */
+/** A place to count hits. Implementations: stores/memory (default), stores/redis. */
 export interface CounterStore {
   /**
-   * Check every spec and, if every enforced one has room for its hits, charge all of them;
-   * otherwise charge none. Atomic with respect to concurrent calls. Rejects only on a store
-   * failure (SluiceError STORE_UNAVAILABLE), never for a decision.
+   * Check every spec and, if every `enforced` one has room for its hits, charge every spec with
+   * hits > 0 except `quota` specs that lack room; otherwise charge none. Atomic with respect to
+   * concurrent calls. Specs sharing a key are checked cumulatively, in order. Rejects only on a
+   * store failure (SluiceError STORE_UNAVAILABLE), never for a decision.
    */
   apply(specs: readonly CounterSpec[]): Promise<BatchResult>;
   /** Number of counters held (for metrics and the debug endpoint); may include expired ones not yet reclaimed. */
   size(): number;
+  /** Whether the store can answer now (false while a remote store is unreachable). */
+  healthy(): boolean;
   /** Release timers and connections. */
   close(): Promise<void>;
 }

@@ -124,7 +124,7 @@ export class ModelStore {
       const total = this.counters.get(spec.key)?.totalAt(nowMs) ?? 0;
       over.push(total + cum > spec.limit);
     }
-    const admitted = specs.every((spec, i) => !spec.enforced || !over[i]);
+    const admitted = specs.every((spec, i) => spec.mode !== 'enforced' || !over[i]);
     if (admitted) {
       for (const spec of specs) {
         if (spec.hits <= 0) continue;

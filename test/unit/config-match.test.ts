@@ -392,6 +392,17 @@ descriptors:
       shadowMode: true,
       replaces: ['generic', 'other'],
       algorithm: 'sliding_window',
+      limits: [
+        {
+          requestsPerUnit: 20,
+          unit: 'hour',
+          unitMultiplier: 1,
+          windowMs: 3_600_000,
+          algorithm: 'sliding_window',
+          burst: 20,
+          name: 'login_per_user',
+        },
+      ],
       fullKey: 'edge.path_/login.user',
       detailedMetric: true,
       valueToMetric: true,

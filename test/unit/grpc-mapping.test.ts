@@ -66,7 +66,15 @@ describe('wire mapping', () => {
     const wire = responseToWire({
       overallCode: 'OK',
       statuses: [
-        { code: 'OK', currentLimit: undefined, limitRemaining: 0, durationUntilResetMs: undefined },
+        {
+          code: 'OK',
+          currentLimit: undefined,
+          limitRemaining: 0,
+          durationUntilResetMs: undefined,
+          rule: undefined,
+          hits: 0,
+          overLimit: false,
+        },
       ],
       responseHeadersToAdd: [],
     });

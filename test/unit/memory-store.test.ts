@@ -12,8 +12,9 @@ function spec(key: string, hits: number, limit: number, more: Partial<CounterSpe
     algorithm: 'sliding_window',
     limit,
     windowMs: W,
+    burst: limit,
     hits,
-    enforced: true,
+    mode: 'enforced',
     ...more,
   } satisfies CounterSpec;
 }
@@ -69,8 +70,8 @@ describe('memory store: all-or-nothing', () => {
 
   it('admits and charges every counter when only shadow counters are over', async () => {
     const { store } = harness();
-    await store.apply([spec('shadow', 2, 2, { enforced: false })]);
-    const batch = await store.apply([spec('shadow', 2, 2, { enforced: false }), spec('k', 1, 5)]);
+    await store.apply([spec('shadow', 2, 2, { mode: 'shadow' })]);
+    const batch = await store.apply([spec('shadow', 2, 2, { mode: 'shadow' }), spec('k', 1, 5)]);
     expect(batch.admitted).toBe(true);
     expect(batch.results).toEqual([
       // 4 counted against 2: the next 2 hits fit once the bucket holding all 4 expires.
@@ -85,7 +86,7 @@ describe('memory store: all-or-nothing', () => {
     });
     expect(await peek(store, 'shadow', 4)).toMatchObject({ overLimit: false, remaining: 0 });
     // Hits above the limit can never fit: a full window.
-    const never = await store.apply([spec('shadow', 3, 2, { enforced: false })]);
+    const never = await store.apply([spec('shadow', 3, 2, { mode: 'shadow' })]);
     expect(never.results[0]).toEqual({ overLimit: true, remaining: 0, resetMs: W });
     expect(store.size()).toBe(2);
   });

@@ -208,8 +208,9 @@ describe('memory store vs the brute-force model (batches)', () => {
               algorithm: 'sliding_window',
               limit: t.limit,
               windowMs: t.windowMs,
+              burst: t.limit,
               hits: int(rand, 6),
-              enforced: t.enforced,
+              mode: t.enforced ? 'enforced' : 'shadow',
             });
           }
           clock.advance(gap(rand, clock.now(), specs[0]!.windowMs));
@@ -231,7 +232,7 @@ describe('memory store vs the brute-force model (batches)', () => {
           if (new Set(specs.map((x) => x.key)).size < specs.length) seen.duplicates++;
           if (
             got.admitted &&
-            specs.some((x, i) => !x.enforced && x.hits > 0 && got.results[i]!.overLimit)
+            specs.some((x, i) => x.mode !== 'enforced' && x.hits > 0 && got.results[i]!.overLimit)
           ) {
             seen.shadowOverCharged++;
           }
@@ -252,7 +253,7 @@ describe('memory store vs the brute-force model (batches)', () => {
               continue;
             }
             const history = model.counters.get(spec.key)?.charges ?? [];
-            const probe = { ...spec, hits: cumulative, enforced: true };
+            const probe = { ...spec, hits: cumulative, mode: 'enforced' as const };
             expect(await replayAndProbe(history, probe, now + r.resetMs - 1)).toBe(true);
             expect(await replayAndProbe(history, probe, now + r.resetMs)).toBe(false);
             seen.probes++;
@@ -294,7 +295,7 @@ async function replayAndProbe(
   for (const charge of history) {
     if (charge.atMs < horizon) continue;
     clock.set(charge.atMs);
-    await store.apply([{ ...probe, hits: charge.hits, enforced: false }]);
+    await store.apply([{ ...probe, hits: charge.hits, mode: 'shadow' }]);
   }
   clock.set(atMs);
   const over = (await store.apply([probe])).results[0]!.overLimit;

@@ -193,6 +193,10 @@ class MemoryStore implements CounterStore {
     return this.counters.size;
   }
 
+  healthy(): boolean {
+    return true;
+  }
+
   close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
@@ -251,13 +255,14 @@ class MemoryStore implements CounterStore {
       cumHits[i] = cumulative;
       const lacksRoom = !hasRoom(entry ?? EMPTY, cumulative, spec.limit);
       over[i] = lacksRoom;
-      if (lacksRoom && spec.enforced) admitted = false;
+      if (lacksRoom && spec.mode === 'enforced') admitted = false;
     }
 
     if (admitted) {
       for (let i = 0; i < count; i++) {
         const spec = specs[i]!;
         if (!(spec.hits > 0)) continue;
+        if (spec.mode === 'quota' && over[i]!) continue;
         let entry = entries[i];
         if (entry === undefined) {
           const first = firstOf[i]!;
