@@ -34,3 +34,80 @@ export interface AlgorithmResult {
    */
   resetMs: number;
 }
+
+/**
+ * The mutable state of one counter. Every algorithm uses this one shape (each module's header says
+ * what each field means for it), so a store keeps a single object class for all its counters. The
+ * fields are read-only for everyone but the algorithm modules.
+ */
+export interface CounterState {
+  /** Hits counted (sliding window, fixed window, sliding log); token bucket: TAT's sub-ms part. */
+  total: number;
+  /** Ring slot of the oldest stored pair (sliding window, sliding log). */
+  head: number;
+  /** Number of stored pairs (sliding window, sliding log). */
+  length: number;
+  /**
+   * Epoch ms from which the state counts nothing and may be dropped; 0 when nothing was ever
+   * charged. Every algorithm keeps it, so a store can reclaim idle counters without knowing which.
+   */
+  emptyAtMs: number;
+  /** Fixed window: start of the counted window; token bucket: TAT in whole ms. */
+  stampMs: number;
+  /** Flat ring of pairs `(a, b)` at `[2s, 2s + 1]` (sliding window, sliding log). */
+  ring: number[];
+}
+
+/** A fresh, empty state. */
+export function createCounterState(): CounterState {
+  return { total: 0, head: 0, length: 0, emptyAtMs: 0, stampMs: 0, ring: [0, 0] };
+}
+
+/** A deep copy of `state`, independent of it (for tests, models and what-if checks). */
+export function cloneCounterState(state: CounterState): CounterState {
+  return {
+    total: state.total,
+    head: state.head,
+    length: state.length,
+    emptyAtMs: state.emptyAtMs,
+    stampMs: state.stampMs,
+    ring: state.ring.slice(),
+  };
+}
+
+/** The numbers of one limit an algorithm needs; a store's CounterSpec has them. */
+export interface LimitParams {
+  /** Hits per window (token bucket: tokens refilled per window). */
+  readonly limit: number;
+  /** Window length in ms (unit x unit_multiplier). */
+  readonly windowMs: number;
+  /** Token bucket capacity; the other algorithms ignore it. */
+  readonly burst: number;
+}
+
+/**
+ * One algorithm as four steps on a {@link CounterState}, all pure apart from mutating `state`, all
+ * on integer epoch milliseconds (a fractional `nowMs` is floored). A store that checks a batch
+ * before charging any of it calls, per counter and with the same `nowMs`: `refresh`, then
+ * `hasRoom`; then `charge` on admission; then `result` from the state as it is after the batch.
+ */
+export interface CounterAlgorithm {
+  /** Forget what has expired at `nowMs`. Call first. */
+  refresh(state: CounterState, nowMs: number, params: LimitParams): void;
+  /** Whether `hits` more fit now (after `refresh`). `hits` 0 fits unless the state is over. */
+  hasRoom(state: CounterState, nowMs: number, hits: number, params: LimitParams): boolean;
+  /** Add `hits` at `nowMs` without checking (the caller decided). `hits` <= 0 changes nothing. */
+  charge(state: CounterState, nowMs: number, hits: number, params: LimitParams): void;
+  /**
+   * Write the decision into `out` and return it. `overLimit` is what `hasRoom` said before the
+   * batch was charged; `hits` the hits asked for (cumulative, for a key repeated in a batch).
+   */
+  result(
+    state: CounterState,
+    nowMs: number,
+    hits: number,
+    params: LimitParams,
+    overLimit: boolean,
+    out: AlgorithmResult,
+  ): AlgorithmResult;
+}

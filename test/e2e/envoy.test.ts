@@ -19,7 +19,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { bucketMsFor } from '../../src/limiter/sliding-window.js';
+import { bucketMsFor } from '../../src/algorithms/sliding-window.js';
 import {
   DEMO_RULES_DIR,
   envoyBinary,

@@ -13,7 +13,7 @@ import {
   hasRoom,
   type SlidingWindowResult,
   type SlidingWindowState,
-} from '../../src/limiter/sliding-window.js';
+} from '../../src/algorithms/sliding-window.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { CounterSpec } from '../../src/stores/counter-store.js';
 import {

@@ -13,7 +13,7 @@ import {
   waitForRoomMs,
   type SlidingWindowResult,
   type SlidingWindowState,
-} from '../../src/limiter/sliding-window.js';
+} from '../../src/algorithms/sliding-window.js';
 
 // 1 s window: 20 sub-buckets of 50 ms. T0 is on a bucket boundary.
 const W = 1_000;

@@ -1,7 +1,8 @@
 /**
- * The in-memory counter store (SPEC §4 "memory"): one process, no setup.
+ * The in-memory counter store (docs/semantics.md §3): one process, no setup.
  *
- * Counters live in one `Map` from counter key to an entry: the sliding window state plus the
+ * Counters live in one `Map` from counter key to an entry: the algorithm's state (one shape for
+ * every algorithm, see src/algorithms/types.ts; `spec.algorithm` picks the steps) plus the
  * links of an intrusive doubly linked list in least recently used order (an access moves the
  * entry to the newest end in O(1)). `apply()` runs the whole check-then-charge synchronously,
  * so it is atomic with respect to every other call.
@@ -18,15 +19,7 @@
  *   first evicts an expired entry, else the least recently used one.
  */
 import type { Clock } from '../../clock.js';
-import {
-  charge,
-  createSlidingWindowState,
-  evict,
-  expiresAtMs,
-  hasRoom,
-  result,
-  type SlidingWindowState,
-} from '../../limiter/sliding-window.js';
+import { ALGORITHM_STEPS, createCounterState, type CounterState } from '../../algorithms/index.js';
 import { SluiceError } from '../../errors.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
 
@@ -90,8 +83,9 @@ export interface MemoryStoreOptions {
  *    When the same key appears more than once in a batch, specs are checked in order against a
  *    tentative total that includes the hits of the earlier specs on that key, so spec `i` has
  *    room iff `live + (hits of specs <= i on that key) <= its limit`;
- * 2. if every enforced spec has room, every spec with hits > 0 is charged (shadow ones too,
- *    even when over); otherwise none is, and no entry is created;
+ * 2. if every `enforced` spec has room, every spec with hits > 0 is charged (`shadow` ones even
+ *    when over, `quota` ones only when they have room); otherwise none is, and no entry is
+ *    created;
  * 3. each result is read from the counter as it is after the batch: `remaining` is
  *    `limit - total` (0 when over), `resetMs` as in `CounterResult`, where "the same hits" of a
  *    repeated key means the cumulative hits of step 1.
@@ -110,10 +104,10 @@ function newResult(): CounterResult {
 }
 
 /** Stands in for a counter that does not exist (and is not created): nothing counted. */
-const EMPTY: SlidingWindowState = createSlidingWindowState();
+const EMPTY: CounterState = createCounterState();
 
 /** A counter as stored: its state and its place in the LRU list. */
-interface Entry extends SlidingWindowState {
+interface Entry extends CounterState {
   /** The counter key (the `Map` key), to delete the entry when it is found through the list. */
   readonly key: string;
   /** The entry used just before this one; `undefined` for the least recently used. */
@@ -123,8 +117,8 @@ interface Entry extends SlidingWindowState {
 }
 
 /**
- * A fresh entry: an empty state (as `createSlidingWindowState()`) plus links, written as one
- * object literal so that every entry shares one hidden class and the algorithm stays monomorphic.
+ * A fresh entry: an empty state (as `createCounterState()`) plus links, written as one object
+ * literal so that every entry shares one hidden class whatever its algorithm.
  */
 function createEntry(key: string): Entry {
   return {
@@ -132,6 +126,7 @@ function createEntry(key: string): Entry {
     head: 0,
     length: 0,
     emptyAtMs: 0,
+    stampMs: 0,
     ring: [0, 0],
     key,
     older: undefined,
@@ -232,8 +227,8 @@ class MemoryStore implements CounterStore {
       if (first === i) {
         entry = counters.get(key);
         if (entry !== undefined) {
-          evict(entry, now, spec.windowMs);
-          if (entry.length === 0) {
+          ALGORITHM_STEPS[spec.algorithm].refresh(entry, now, spec);
+          if (entry.emptyAtMs <= now) {
             // Expired: forget it now, so a rejected request does not keep it and the cap's
             // reclaim cannot delete it from under the charge below; charging recreates it.
             this.remove(entry);
@@ -253,7 +248,12 @@ class MemoryStore implements CounterStore {
       entries[i] = entry;
       const cumulative = keyHits[first]!;
       cumHits[i] = cumulative;
-      const lacksRoom = !hasRoom(entry ?? EMPTY, cumulative, spec.limit);
+      const lacksRoom = !ALGORITHM_STEPS[spec.algorithm].hasRoom(
+        entry ?? EMPTY,
+        now,
+        cumulative,
+        spec,
+      );
       over[i] = lacksRoom;
       if (lacksRoom && spec.mode === 'enforced') admitted = false;
     }
@@ -273,7 +273,7 @@ class MemoryStore implements CounterStore {
           }
           entries[i] = entry;
         }
-        charge(entry, now, spec.hits, spec.windowMs);
+        ALGORITHM_STEPS[spec.algorithm].charge(entry, now, spec.hits, spec);
       }
     }
 
@@ -282,12 +282,11 @@ class MemoryStore implements CounterStore {
       const spec = specs[i]!;
       // A later duplicate may have created the entry after this spec looked it up.
       const state = entries[i] ?? entries[firstOf[i]!] ?? EMPTY;
-      results[i] = result(
+      results[i] = ALGORITHM_STEPS[spec.algorithm].result(
         state,
         now,
         cumHits[i]!,
-        spec.limit,
-        spec.windowMs,
+        spec,
         over[i]!,
         newResult(),
       );
@@ -359,7 +358,7 @@ class MemoryStore implements CounterStore {
         wrap = false;
         continue;
       }
-      if (expiresAtMs(next.value) <= now) {
+      if (next.value.emptyAtMs <= now) {
         this.remove(next.value);
         this.evictedExpired++;
       }
@@ -375,7 +374,7 @@ class MemoryStore implements CounterStore {
     while (this.counters.size >= this.maxKeys) {
       const oldest = this.oldest;
       if (oldest === undefined) return;
-      if (expiresAtMs(oldest) <= now) {
+      if (oldest.emptyAtMs <= now) {
         this.remove(oldest);
         this.evictedExpired++;
         continue;

@@ -1,5 +1,5 @@
 /**
- * The sliding window algorithm (SPEC §3) as small, pure functions over a per-counter state.
+ * The sliding window algorithm (docs/semantics.md §4) as small, pure functions over a per-counter state.
  *
  * The window W is split into {@link SUB_BUCKETS} sub-buckets of `b = W / SUB_BUCKETS` ms. A hit
  * at time `t` lands in bucket `i = floor(t / b)`, which spans `[i*b, (i+1)*b)`. Hits of one
@@ -13,9 +13,20 @@
  *
  * Every function works on integer milliseconds: a fractional `nowMs` is floored. None of them
  * allocates on the hot path; {@link result} writes into a caller-provided object. Callers that
- * check several counters before charging any (the all-or-nothing batch of SPEC §3) use the
+ * check several counters before charging any (the all-or-nothing batch of docs/semantics.md §3) use the
  * steps separately: {@link evict}, {@link hasRoom}, {@link charge}, then {@link result}.
+ *
+ * This module is the definition of `sliding_window` (docs/semantics.md §4); the Redis store's Lua
+ * follows it step by step.
  */
+import {
+  cloneCounterState,
+  createCounterState,
+  type AlgorithmResult,
+  type CounterAlgorithm,
+  type CounterState,
+} from './types.js';
+import { newestSlot, pushPair } from './ring.js';
 
 /** Number of sub-buckets a window is split into. */
 export const SUB_BUCKETS = 20;
@@ -38,44 +49,18 @@ export function bucketMsFor(windowMs: number): number {
 }
 
 /**
- * The mutable state of one sliding window counter. Create it with
- * {@link createSlidingWindowState}; the fields are read-only for everyone but this module.
+ * The state of one sliding window counter: a {@link CounterState} where `total` is the sum of the
+ * stored buckets (as of the last {@link evict}), `ring` holds `(bucket index, hits)` pairs oldest
+ * first (at most 21 live at once; it grows on demand), and `emptyAtMs` is when the newest stored
+ * bucket expires. `stampMs` is unused.
  */
-export interface SlidingWindowState {
-  /** Sum of the counts of the stored buckets (hits), as of the last {@link evict}. */
-  total: number;
-  /** Ring slot of the oldest stored bucket. */
-  head: number;
-  /** Number of stored (non-empty) buckets. */
-  length: number;
-  /**
-   * Epoch ms at which the newest stored bucket expires, i.e. when the whole state becomes
-   * empty; 0 when nothing was ever charged. See {@link expiresAtMs}.
-   */
-  emptyAtMs: number;
-  /**
-   * Ring of `(bucket index, count)` pairs stored flat: slot `s` is `ring[2s]` (index) and
-   * `ring[2s + 1]` (hits). Its capacity in pairs is `ring.length / 2`; it grows on demand up to
-   * the 21 buckets that can be live at once.
-   */
-  ring: number[];
-}
+export type SlidingWindowState = CounterState;
 
 /** A new, empty state (nothing counted). Cheap: the ring starts with room for one bucket. */
-export function createSlidingWindowState(): SlidingWindowState {
-  return { total: 0, head: 0, length: 0, emptyAtMs: 0, ring: [0, 0] };
-}
+export const createSlidingWindowState: () => SlidingWindowState = createCounterState;
 
 /** A deep copy of `state`, independent of it (for tests, snapshots and what-if checks). */
-export function cloneState(state: SlidingWindowState): SlidingWindowState {
-  return {
-    total: state.total,
-    head: state.head,
-    length: state.length,
-    emptyAtMs: state.emptyAtMs,
-    ring: state.ring.slice(),
-  };
-}
+export const cloneState: (state: SlidingWindowState) => SlidingWindowState = cloneCounterState;
 
 /**
  * Drop every bucket that has expired at `nowMs` (epoch ms) from the front and subtract it from
@@ -128,47 +113,18 @@ export function charge(
   if (!(hits > 0)) return;
   const bucketMs = bucketMsFor(windowMs);
   const index = Math.floor(Math.floor(nowMs) / bucketMs);
-  let ring = state.ring;
-  let capacity = ring.length >> 1;
-  const length = state.length;
-  if (length > 0) {
-    let newest = state.head + length - 1;
-    if (newest >= capacity) newest -= capacity;
-    if (ring[newest << 1]! >= index) {
-      ring[(newest << 1) + 1]! += hits;
+  if (state.length > 0) {
+    const at = newestSlot(state) << 1;
+    if (state.ring[at]! >= index) {
+      state.ring[at + 1]! += hits;
       state.total += hits;
       return;
     }
   }
-  if (length === capacity) {
-    ring = grow(state, capacity);
-    capacity = ring.length >> 1;
-  }
-  let slot = state.head + length;
-  if (slot >= capacity) slot -= capacity;
-  ring[slot << 1] = index;
-  ring[(slot << 1) + 1] = hits;
-  state.length = length + 1;
+  // 21 live buckets at most: the ring grows 1, 2, 4, 8, 16, 21 so a busy counter wastes no slots.
+  pushPair(state, index, hits, MAX_LIVE_BUCKETS);
   state.total += hits;
   state.emptyAtMs = (index + EXPIRY_SPAN) * bucketMs;
-}
-
-/** Replace a full ring by a larger one with the buckets unrolled from slot 0; returns it. */
-function grow(state: SlidingWindowState, capacity: number): number[] {
-  const old = state.ring;
-  // 21 live buckets at most: grow 1, 2, 4, 8, 16, 21 so a busy counter wastes no slots.
-  const nextCapacity =
-    capacity < MAX_LIVE_BUCKETS ? Math.min(capacity * 2, MAX_LIVE_BUCKETS) : capacity * 2;
-  const ring = new Array<number>(nextCapacity * 2).fill(0);
-  let from = state.head;
-  for (let k = 0; k < state.length; k++) {
-    ring[k << 1] = old[from << 1]!;
-    ring[(k << 1) + 1] = old[(from << 1) + 1]!;
-    from = from + 1 === capacity ? 0 : from + 1;
-  }
-  state.ring = ring;
-  state.head = 0;
-  return ring;
 }
 
 /**
@@ -204,20 +160,11 @@ export function waitForRoomMs(
 }
 
 /**
- * Fields of a decision, written by {@link result}. Structurally the store's `CounterResult`.
+ * Fields of a decision, written by {@link result}: `remaining` is `limit - total` (at least 0);
+ * the OVER_LIMIT reset is {@link waitForRoomMs}; the OK reset is when the oldest stored bucket
+ * expires (0 when nothing is counted).
  */
-export interface SlidingWindowResult {
-  /** The counter lacked room for the hits. */
-  overLimit: boolean;
-  /** Room left after the request (`limit - total`, at least 0); 0 when over limit. */
-  remaining: number;
-  /**
-   * Milliseconds. When over limit: the exact wait after which the same hits would be admitted
-   * with no other traffic ({@link waitForRoomMs}). When OK: the time until `remaining` next
-   * grows, i.e. until the oldest stored bucket expires; 0 when nothing is counted.
-   */
-  resetMs: number;
-}
+export type SlidingWindowResult = AlgorithmResult;
 
 /**
  * Write the decision for a counter into `out` and return `out`, from the state as it is after
@@ -275,3 +222,19 @@ export function checkAndCharge(
 export function expiresAtMs(state: SlidingWindowState): number {
   return state.emptyAtMs;
 }
+
+/** `sliding_window` behind the common {@link CounterAlgorithm} steps. */
+export const slidingWindow: CounterAlgorithm = {
+  refresh(state, nowMs, params) {
+    evict(state, nowMs, params.windowMs);
+  },
+  hasRoom(state, _nowMs, hits, params) {
+    return hasRoom(state, hits, params.limit);
+  },
+  charge(state, nowMs, hits, params) {
+    charge(state, nowMs, hits, params.windowMs);
+  },
+  result(state, nowMs, hits, params, overLimit, out) {
+    return result(state, nowMs, hits, params.limit, params.windowMs, overLimit, out);
+  },
+};

@@ -1,0 +1,52 @@
+/**
+ * The ring of `(a, b)` number pairs that the sliding window and the sliding log keep in
+ * `CounterState.ring`, oldest first from slot `head`: slot `s` is `ring[2s]`, `ring[2s + 1]`, and
+ * the capacity in pairs is `ring.length / 2`.
+ */
+import type { CounterState } from './types.js';
+
+/**
+ * Replace a full ring by one of `nextCapacity` pairs with the stored pairs unrolled from slot 0;
+ * returns the new ring (also stored in `state.ring`, with `head` reset to 0).
+ */
+export function growRing(state: CounterState, nextCapacity: number): number[] {
+  const old = state.ring;
+  const capacity = old.length >> 1;
+  const ring = new Array<number>(nextCapacity * 2).fill(0);
+  let from = state.head;
+  for (let k = 0; k < state.length; k++) {
+    ring[k << 1] = old[from << 1]!;
+    ring[(k << 1) + 1] = old[(from << 1) + 1]!;
+    from = from + 1 === capacity ? 0 : from + 1;
+  }
+  state.ring = ring;
+  state.head = 0;
+  return ring;
+}
+
+/** Slot of the newest stored pair (`length` must be > 0). */
+export function newestSlot(state: CounterState): number {
+  const capacity = state.ring.length >> 1;
+  const slot = state.head + state.length - 1;
+  return slot >= capacity ? slot - capacity : slot;
+}
+
+/**
+ * Append the pair `(a, b)` after the newest, growing the ring (doubling, capped at
+ * `maxCapacity` pairs once that is reached) when it is full.
+ */
+export function pushPair(state: CounterState, a: number, b: number, maxCapacity: number): void {
+  let ring = state.ring;
+  let capacity = ring.length >> 1;
+  const length = state.length;
+  if (length === capacity) {
+    const doubled = capacity * 2;
+    ring = growRing(state, capacity < maxCapacity ? Math.min(doubled, maxCapacity) : doubled);
+    capacity = ring.length >> 1;
+  }
+  let slot = state.head + length;
+  if (slot >= capacity) slot -= capacity;
+  ring[slot << 1] = a;
+  ring[(slot << 1) + 1] = b;
+  state.length = length + 1;
+}

@@ -1,0 +1,148 @@
+/**
+ * The token bucket, in its GCRA form (docs/semantics.md §4). This module is the definition; the
+ * Redis store's Lua follows it step by step.
+ *
+ * A bucket holds up to `burst` tokens (B) and refills `limit` tokens (L) per window W, continuously
+ * and lazily: nothing runs between requests. A request for `hits` tokens is admitted when the
+ * bucket holds at least that many; admitting takes them out.
+ *
+ * GCRA keeps one number per key instead of (tokens, last time): the theoretical arrival time TAT,
+ * the moment at which the bucket will be full again. At time `now` the bucket is short of full by
+ * `TAT - now` ms worth of refill (never less than 0), so it holds `B - max(0, TAT - now) x L / W`
+ * tokens; taking `n` tokens moves TAT to `max(TAT, now) + n x W / L`.
+ *
+ * Exact integer arithmetic. One token refills in W / L ms, which is rarely whole, so time is also
+ * counted in ticks of 1/L ms: TAT is `stampMs` whole ms plus `total` ticks (0 <= total < L). The
+ * shortfall in ticks is `deficit = max(0, (TAT - now) x L)`, and one token is W ticks:
+ * - room for `n`: `deficit + n x W <= B x W`;
+ * - remaining: `floor((B x W - deficit) / W)` whole tokens;
+ * - over-limit reset: the least whole ms `t >= now` with `deficit(t) <= (B - n) x W`, minus now
+ *   (when `n > B` the hits can never fit and the reset is one window W);
+ * - OK reset: the same wait for one more whole token than `remaining`; 0 when the bucket is full.
+ * Every product stays exact while `B x W < 2^53` (validation enforces it), and `emptyAtMs` is TAT
+ * rounded up: from then on the bucket is full and the state can be dropped.
+ *
+ * `limit` 0 never refills: only 0 hits fit and the reset is one window.
+ */
+import type { AlgorithmResult, CounterAlgorithm, CounterState, LimitParams } from './types.js';
+
+/** Largest `burst x windowMs` the arithmetic keeps exact (2^53 - 1). */
+export const TOKEN_BUCKET_MAX_PRODUCT = Number.MAX_SAFE_INTEGER;
+
+/** Drop a state whose bucket is full again (TAT <= now). */
+export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
+  if (state.emptyAtMs !== 0 && Math.floor(nowMs) >= state.emptyAtMs) {
+    state.total = 0;
+    state.stampMs = 0;
+    state.emptyAtMs = 0;
+  }
+  void params;
+}
+
+/** The shortfall from a full bucket at `now`, in ticks of 1/L ms (0 when full). */
+function deficit(state: CounterState, now: number, limit: number): number {
+  if (state.emptyAtMs === 0) return 0;
+  const ticks = (state.stampMs - now) * limit + state.total;
+  return ticks > 0 ? ticks : 0;
+}
+
+/** Whether the bucket holds `hits` tokens at `nowMs`. */
+export function hasRoom(
+  state: CounterState,
+  nowMs: number,
+  hits: number,
+  params: LimitParams,
+): boolean {
+  const { limit, windowMs, burst } = params;
+  if (limit <= 0) return hits <= 0;
+  return deficit(state, Math.floor(nowMs), limit) + hits * windowMs <= burst * windowMs;
+}
+
+/** Take `hits` tokens at `nowMs`: TAT becomes `max(TAT, now) + hits x W / L`. */
+export function charge(
+  state: CounterState,
+  nowMs: number,
+  hits: number,
+  params: LimitParams,
+): void {
+  const { limit, windowMs } = params;
+  if (!(hits > 0) || limit <= 0) return;
+  const now = Math.floor(nowMs);
+  let ms = state.stampMs;
+  let ticks = state.total;
+  if (state.emptyAtMs === 0 || ms < now || (ms === now && ticks === 0)) {
+    ms = now;
+    ticks = 0;
+  }
+  ticks += hits * windowMs;
+  const whole = Math.floor(ticks / limit);
+  ms += whole;
+  ticks -= whole * limit;
+  state.stampMs = ms;
+  state.total = ticks;
+  state.emptyAtMs = ticks > 0 ? ms + 1 : ms;
+}
+
+/**
+ * The least whole-ms wait from `now` after which the deficit is at most `allowed` ticks: TAT
+ * minus `allowed / L` ms, rounded up, minus now (0 when already so).
+ */
+function waitUntilDeficitAtMost(
+  state: CounterState,
+  now: number,
+  allowed: number,
+  limit: number,
+): number {
+  if (deficit(state, now, limit) <= allowed) return 0;
+  const x = state.total - allowed;
+  let q = Math.floor(x / limit);
+  let r = x - q * limit;
+  // Guard the floor against rounding of x / limit near 2^53.
+  if (r < 0) {
+    q--;
+    r += limit;
+  } else if (r >= limit) {
+    q++;
+    r -= limit;
+  }
+  const at = state.stampMs + q + (r > 0 ? 1 : 0);
+  return at > now ? at - now : 0;
+}
+
+/** The decision: whole tokens left, and the wait for the hits (over) or the next token (OK). */
+export function result(
+  state: CounterState,
+  nowMs: number,
+  hits: number,
+  params: LimitParams,
+  overLimit: boolean,
+  out: AlgorithmResult,
+): AlgorithmResult {
+  const { limit, windowMs, burst } = params;
+  const now = Math.floor(nowMs);
+  out.overLimit = overLimit;
+  if (limit <= 0) {
+    out.remaining = 0;
+    out.resetMs = windowMs;
+    return out;
+  }
+  const room = burst * windowMs - deficit(state, now, limit);
+  const remaining = room > 0 ? Math.floor(room / windowMs) : 0;
+  if (overLimit) {
+    out.remaining = 0;
+    out.resetMs =
+      hits > burst
+        ? windowMs
+        : waitUntilDeficitAtMost(state, now, (burst - hits) * windowMs, limit);
+    return out;
+  }
+  out.remaining = remaining;
+  out.resetMs =
+    remaining >= burst
+      ? 0
+      : waitUntilDeficitAtMost(state, now, (burst - remaining - 1) * windowMs, limit);
+  return out;
+}
+
+/** `token_bucket` as the common {@link CounterAlgorithm} steps. */
+export const tokenBucket: CounterAlgorithm = { refresh, hasRoom, charge, result };
