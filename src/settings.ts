@@ -47,6 +47,40 @@ export interface Settings {
   readonly grpcMaxReceiveMessageBytes: number;
   /** `SHUTDOWN_GRACE_MS` (default 10000): how long in-flight calls may take at shutdown. */
   readonly shutdownGraceMs: number;
+  /** HTTP listen address for /healthcheck, /json and /metrics (`HOST`, default `0.0.0.0`). */
+  readonly httpHost: string;
+  /** HTTP listen port (`PORT`, default 8080; 0 picks a free port). */
+  readonly httpPort: number;
+  /** Debug listen address (`DEBUG_HOST`, default `127.0.0.1`: loopback unless set). */
+  readonly debugHost: string;
+  /** Debug listen port (`DEBUG_PORT`, default 6070; 0 picks a free port). */
+  readonly debugPort: number;
+  /**
+   * `NEAR_LIMIT_RATIO` (default 0.8): a hit is counted in `near_limit` once the counter passes
+   * `floor(requests_per_unit x ratio)` (docs/operations-metrics.md).
+   */
+  readonly nearLimitRatio: number;
+  /** `LIMIT_RESPONSE_HEADERS_ENABLED`: add rate limit headers to every answer with a limit. */
+  readonly responseHeadersEnabled: boolean;
+  /**
+   * `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default: the three `LIMIT_*_HEADER` headers, as
+   * envoyproxy/ratelimit) or `ietf` (`RateLimit-Policy` and `RateLimit` structured fields plus
+   * `Retry-After` on OVER_LIMIT); docs/operations-headers.md.
+   */
+  readonly responseHeadersFormat: 'reference' | 'ietf';
+  /** `LIMIT_LIMIT_HEADER` (default `RateLimit-Limit`). */
+  readonly limitHeader: string;
+  /** `LIMIT_REMAINING_HEADER` (default `RateLimit-Remaining`). */
+  readonly remainingHeader: string;
+  /** `LIMIT_RESET_HEADER` (default `RateLimit-Reset`). */
+  readonly resetHeader: string;
+  /** `LIMIT_PROBLEM_JSON_ENABLED`: send an RFC 9457 problem+json `raw_body` on OVER_LIMIT. */
+  readonly problemJsonEnabled: boolean;
+  /**
+   * `SHUTDOWN_DELAY_MS` (default 0): after SIGTERM, health turns failing at once and sluice keeps
+   * serving this long before it stops accepting calls, so load balancers see the failure first.
+   */
+  readonly shutdownDelayMs: number;
 }
 
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
@@ -116,6 +150,17 @@ class Reader {
     return value;
   }
 
+  ratio(name: string, fallback: number): number {
+    const text = this.raw(name);
+    if (text === undefined) return fallback;
+    const value = Number(text.trim());
+    if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1) {
+      this.problems.push(`${name}=${JSON.stringify(text)}: expected a number from 0 to 1`);
+      return fallback;
+    }
+    return value;
+  }
+
   bool(name: string, fallback: boolean, flag?: boolean): boolean {
     if (flag !== undefined) return flag;
     const text = this.raw(name);
@@ -173,6 +218,18 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       64 * 1_048_576,
     ),
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    httpHost: r.string('HOST', '0.0.0.0'),
+    httpPort: r.int('PORT', 8080, 0, 65535),
+    debugHost: r.string('DEBUG_HOST', '127.0.0.1'),
+    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535),
+    nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
+    responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
+    responseHeadersFormat: headersFormat(r),
+    limitHeader: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
+    remainingHeader: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),
+    resetHeader: r.string('LIMIT_RESET_HEADER', 'RateLimit-Reset'),
+    problemJsonEnabled: r.bool('LIMIT_PROBLEM_JSON_ENABLED', false),
+    shutdownDelayMs: r.int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
   };
 
   // A batch larger than the cap could evict its own counters while they are being charged.
@@ -195,6 +252,16 @@ export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
   throwIfProblems(r);
   return { mergeDomainConfigs };
+}
+
+/** `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default) or `ietf`, case-insensitive. */
+function headersFormat(r: Reader): 'reference' | 'ietf' {
+  const text = r.string('LIMIT_RESPONSE_HEADERS_FORMAT', 'reference').toLowerCase();
+  if (text === 'reference' || text === 'ietf') return text;
+  r.problems.push(
+    `LIMIT_RESPONSE_HEADERS_FORMAT=${JSON.stringify(text)}: expected reference or ietf`,
+  );
+  return 'reference';
 }
 
 function throwIfProblems(r: Reader): void {

@@ -2,11 +2,19 @@
  * ShouldRateLimit in domain terms: validate the request, take the current config snapshot once,
  * and let the limiter decide. Transports (gRPC now, HTTP /json later) call this.
  */
-import type { ConfigSnapshot } from '../config/types.js';
+import type { Clock } from '../clock.js';
+import type { ConfigSnapshot, RateLimitRule } from '../config/types.js';
 import { SluiceError } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { Logger } from '../logging/logger.js';
-import type { RateLimitRequest, RateLimitResponse } from '../model.js';
+import { sanitizeStatName, type Metrics, type RuleStats } from '../metrics/metrics.js';
+import type {
+  DescriptorStatus,
+  RateLimitRequest,
+  RateLimitResponse,
+  RequestDescriptor,
+} from '../model.js';
+import { problemJson, rateLimitHeaders, type HeaderOptions } from './headers.js';
 
 /** Size bounds on a request; anything larger is INVALID_REQUEST. */
 export interface RequestBounds {
@@ -28,6 +36,14 @@ export interface RateLimitServiceOptions {
   readonly bounds: RequestBounds;
   /** Module logger; requests are logged at debug level only. */
   readonly logger: Logger;
+  /** Where per-rule and per-call counts go; `undefined` counts nothing. */
+  readonly metrics?: Metrics | undefined;
+  /** Rate limit response headers to add; `undefined` adds none. */
+  readonly headers?: HeaderOptions | undefined;
+  /** Send an RFC 9457 problem+json `raw_body` with every OVER_LIMIT answer. */
+  readonly problemJson?: boolean | undefined;
+  /** Time source for header values (epoch ms); default `Date.now`. */
+  readonly clock?: Clock | undefined;
 }
 
 /** The rate limit service, independent of any transport. */
@@ -76,16 +92,144 @@ function invalid(message: string): SluiceError {
   return new SluiceError('INVALID_REQUEST', message);
 }
 
+/**
+ * A status the Redis store's local cache answered may say so (`overLimitWithLocalCache`); the
+ * field is optional so stores without a local cache need not set it.
+ */
+type StatusMaybeFromLocalCache = DescriptorStatus & {
+  readonly overLimitWithLocalCache?: boolean;
+};
+
+/**
+ * The reference's stats key for a counted descriptor (docs/operations-metrics.md): the rule's full
+ * key; for a RateLimitOverride the request's `key_value` path; for `detailed_metric` every entry
+ * as `key_value`; for `value_to_metric` the rule's level with the request's value.
+ */
+export function statsKey(
+  domain: string,
+  descriptor: RequestDescriptor,
+  rule: RateLimitRule,
+): string {
+  const entries = descriptor.entries;
+  if (rule.fromOverride) {
+    let key = domain;
+    for (const { key: k, value } of entries) key += value === '' ? `.${k}` : `.${k}_${value}`;
+    return sanitizeStatName(key);
+  }
+  if (rule.detailedMetric) {
+    let key = domain;
+    for (const entry of entries) key += `.${entry.key}_${entry.value}`;
+    return sanitizeStatName(key);
+  }
+  const last = entries[entries.length - 1];
+  if (rule.valueToMetric && last !== undefined && last.value !== '') {
+    const full = rule.fullKey;
+    const exact = `.${last.key}_${last.value}`;
+    if (!full.endsWith(exact)) {
+      const bare = `.${last.key}`;
+      if (full.endsWith(bare)) return sanitizeStatName(full + `_${last.value}`);
+      const at = full.lastIndexOf(`${bare}_`);
+      if (at >= 0 && !rule.shareThreshold) return sanitizeStatName(full.slice(0, at) + exact);
+    }
+  }
+  return sanitizeStatName(rule.fullKey);
+}
+
 /** Create the service. */
 export function createRateLimitService(options: RateLimitServiceOptions): RateLimitService {
-  const { limiter, config, bounds, logger } = options;
+  const { limiter, config, bounds, logger, metrics, headers } = options;
+  const clock = options.clock ?? Date.now;
+  const withProblem = options.problemJson === true;
+  const counters = metrics?.service;
+  // Stats of rules whose key does not depend on the request, found without building a string.
+  const byRule = new WeakMap<RateLimitRule, RuleStats>();
+
+  const statsOf = (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule) => {
+    const perRequest = rule.fromOverride || rule.detailedMetric || rule.valueToMetric;
+    if (perRequest) return m.statsFor(statsKey(domain, d, rule));
+    let stats = byRule.get(rule);
+    if (stats === undefined) {
+      stats = m.statsFor(statsKey(domain, d, rule));
+      byRule.set(rule, stats);
+    }
+    return stats;
+  };
+
+  /** The reference's per-rule arithmetic (docs/operations-metrics.md); plain additions only. */
+  const record = (m: Metrics, request: RateLimitRequest, response: RateLimitResponse): void => {
+    const statuses = response.statuses;
+    let rejected = false;
+    for (let i = 0; i < statuses.length; i++) {
+      if (statuses[i]!.code === 'OVER_LIMIT') rejected = true;
+    }
+    for (let i = 0; i < statuses.length; i++) {
+      const status = statuses[i] as StatusMaybeFromLocalCache;
+      const rule = status.rule;
+      if (rule === undefined) continue;
+      const stats = statsOf(m, request.domain, request.descriptors[i]!, rule);
+      const hits = status.hits;
+      stats.totalHits += hits;
+      if (status.overLimit) {
+        stats.overLimit += hits;
+        if (status.overLimitWithLocalCache === true) stats.overLimitWithLocalCache += hits;
+        if (rule.shadowMode) stats.shadowMode += hits;
+        continue;
+      }
+      const limit = status.currentLimit?.requestsPerUnit ?? rule.requestsPerUnit;
+      // Counted after this request: charged when the request was admitted; when another
+      // descriptor rejected it nothing was charged, so add the hits it would have taken.
+      const used = limit - status.limitRemaining;
+      const after = rejected ? used + hits : used;
+      const before = after - hits;
+      const near = m.nearThreshold(limit);
+      if (after > near) stats.nearLimit += before >= near ? hits : after - near;
+      stats.withinLimit += hits;
+    }
+    if (response.overallCode === 'OVER_LIMIT') {
+      counters!.callsOverLimit++;
+    } else {
+      counters!.callsOk++;
+      if (rejected) counters!.globalShadowMode++;
+    }
+  };
+
+  const countFailure = (error: SluiceError): void => {
+    if (counters === undefined) return;
+    if (error.code === 'INVALID_REQUEST') counters.serviceErrors++;
+    else if (error.code === 'STORE_UNAVAILABLE') counters.storeErrors++;
+    else counters.internalErrors++;
+  };
+
   return {
     async shouldRateLimit(request) {
-      validateRequest(request, bounds);
-      const response = await limiter.decide(config(), request);
+      const start = metrics === undefined ? 0 : performance.now();
+      let response: RateLimitResponse;
+      try {
+        validateRequest(request, bounds);
+        response = await limiter.decide(config(), request);
+      } catch (err) {
+        const error = SluiceError.from(err);
+        countFailure(error);
+        throw error;
+      }
+      if (metrics !== undefined) record(metrics, request, response);
+      if (headers !== undefined || withProblem) {
+        const nowMs = clock();
+        const added = headers === undefined ? [] : rateLimitHeaders(response, headers, nowMs);
+        const reject = withProblem && response.overallCode === 'OVER_LIMIT';
+        if (reject) added.push({ key: 'content-type', value: 'application/problem+json' });
+        if (added.length > 0 || reject) {
+          response = {
+            ...response,
+            responseHeadersToAdd: [...response.responseHeadersToAdd, ...added],
+            rawBody: reject ? problemJson(response, nowMs) : response.rawBody,
+          };
+        }
+      }
       if (logger.isLevelEnabled('debug')) {
         logger.debug({ request, response }, 'ShouldRateLimit');
       }
+      if (metrics !== undefined) metrics.observeLatency((performance.now() - start) / 1000);
       return response;
     },
   };

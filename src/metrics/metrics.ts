@@ -1,0 +1,342 @@
+/**
+ * Prometheus metrics under envoyproxy/ratelimit's names (as its statsd-to-Prometheus mapping
+ * exports them), plus Node process metrics. The hot path only adds to plain numbers
+ * ({@link RuleStats}, {@link ServiceCounters}); prom-client collectors copy them at scrape time,
+ * so counting costs a few additions per request. docs/operations-metrics.md lists every series.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The per-rule counters of the reference (`ratelimit.service.rate_limit.<key>.<stat>`). */
+export interface RuleStats {
+  /** The reference's stats key, e.g. `edge.path_/login.remote_address` (sanitised). */
+  readonly key: string;
+  /** Hits asked for by requests that reached this rule. */
+  totalHits: number;
+  /** Hits over the limit (every hit of an over-limit descriptor; see docs). */
+  overLimit: number;
+  /** Hits between `floor(limit x NEAR_LIMIT_RATIO)` and the limit. */
+  nearLimit: number;
+  /** Hits within the limit. */
+  withinLimit: number;
+  /** Over-limit hits of a `shadow_mode` rule (allowed anyway). */
+  shadowMode: number;
+  /** Over-limit hits answered from the Redis store's local cache. */
+  overLimitWithLocalCache: number;
+}
+
+/** Service-wide counters (plain numbers, read at scrape time). */
+export interface ServiceCounters {
+  /** Config loads and reloads that succeeded (`config_load_success`). */
+  configLoadSuccess: number;
+  /** Config loads and reloads that failed validation (`config_load_error`). */
+  configLoadError: number;
+  /** Requests that were over limit but answered OK because of `SHADOW_MODE`. */
+  globalShadowMode: number;
+  /** ShouldRateLimit calls answered OK. */
+  callsOk: number;
+  /** ShouldRateLimit calls answered OVER_LIMIT. */
+  callsOverLimit: number;
+  /** ShouldRateLimit calls rejected as invalid (the reference's `service_error`). */
+  serviceErrors: number;
+  /** ShouldRateLimit calls that failed in the store (the reference's `redis_error`). */
+  storeErrors: number;
+  /** ShouldRateLimit calls that failed otherwise. */
+  internalErrors: number;
+}
+
+/**
+ * What a counter store reports (passed to the store by the composition root). Every method adds
+ * to a plain number; none may throw.
+ */
+export interface StoreMetricsSink {
+  /** `count` counters dropped, because they had expired (`expired`) or by the key cap (`lru`). */
+  evicted(reason: 'expired' | 'lru', count: number): void;
+  /** One failed store operation; `kind` is a short, bounded word (`timeout`, `connection`, ...). */
+  storeError(kind: string): void;
+  /** `count` counters answered over limit from the local cache without asking the store. */
+  localCacheOverLimit(count: number): void;
+  /** Whether a fallback policy answered instead of the store (`allow`, `memory`, `error`). */
+  fallback(policy: string): void;
+}
+
+/** Options for {@link createMetrics}. */
+export interface MetricsOptions {
+  /** `NEAR_LIMIT_RATIO` (0..1). */
+  readonly nearLimitRatio: number;
+  /** Collect Node's process metrics (default true; tests turn it off for speed). */
+  readonly processMetrics?: boolean;
+  /** Number of counters the store holds now (read at scrape time). */
+  readonly storeSize?: () => number;
+}
+
+/** The metrics of one sluice instance. */
+export interface Metrics {
+  /** The prom-client registry `/metrics` renders. */
+  readonly registry: Registry;
+  /** Service-wide counters. */
+  readonly service: ServiceCounters;
+  /** The sink stores report to. */
+  readonly store: StoreMetricsSink;
+  /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
+  nearThreshold(limit: number): number;
+  /** The stats of one stats key, created on first use. */
+  statsFor(key: string): RuleStats;
+  /** Observe one ShouldRateLimit latency, in seconds. */
+  observeLatency(seconds: number): void;
+  /** Every metric in the Prometheus text format. */
+  render(): Promise<string>;
+  /** The `Content-Type` of {@link render}'s output. */
+  readonly contentType: string;
+}
+
+/** Per-rule series name suffixes, in the reference's order, with the field each reads. */
+const RULE_SERIES = [
+  ['total_hits', 'totalHits'],
+  ['over_limit', 'overLimit'],
+  ['near_limit', 'nearLimit'],
+  ['within_limit', 'withinLimit'],
+  ['shadow_mode', 'shadowMode'],
+  ['over_limit_with_local_cache', 'overLimitWithLocalCache'],
+] as const;
+
+/** Every metric name sluice exports itself (process metrics come from prom-client's defaults). */
+export const EXPORTED_METRIC_NAMES: readonly string[] = [
+  ...RULE_SERIES.map(([suffix]) => `ratelimit_service_rate_limit_${suffix}`),
+  'ratelimit_service_config_load_success',
+  'ratelimit_service_config_load_error',
+  'ratelimit_service_global_shadow_mode',
+  'ratelimit_service_should_rate_limit_error',
+  'ratelimit_service_total_requests',
+  'ratelimit_service_response_time_seconds',
+  'sluice_should_rate_limit_calls_total',
+  'sluice_store_evictions_total',
+  'sluice_store_errors_total',
+  'sluice_store_local_cache_over_limit_total',
+  'sluice_store_fallback_total',
+  'sluice_store_keys',
+];
+
+/** The labels of a stats key as the reference's default Prometheus mapping derives them. */
+export type RuleLabels = Record<string, string>;
+
+/**
+ * Split a stats key the way the reference's statsd_exporter mapping does: two dot-separated parts
+ * give `domain` and `key1`; three or more give `domain`, `key1` and `key2` (the rest is dropped).
+ */
+export function labelsOf(key: string): RuleLabels {
+  const parts = key.split('.');
+  if (parts.length <= 2) return { domain: parts[0]!, key1: parts[1] ?? '' };
+  return { domain: parts[0]!, key1: parts[1]!, key2: parts[2]! };
+}
+
+const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
+
+/** The reference's stat name sanitising: `:` and `|` become `_`, dots inside IPv4 addresses too. */
+export function sanitizeStatName(name: string): string {
+  return name.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replaceAll('.', '_'));
+}
+
+/** Create the metrics (one registry per instance, so tests can run several apps). */
+export function createMetrics(options: MetricsOptions): Metrics {
+  const registry = new Registry();
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const ratio = Math.fround(options.nearLimitRatio);
+
+  const service: ServiceCounters = {
+    configLoadSuccess: 0,
+    configLoadError: 0,
+    globalShadowMode: 0,
+    callsOk: 0,
+    callsOverLimit: 0,
+    serviceErrors: 0,
+    storeErrors: 0,
+    internalErrors: 0,
+  };
+  const evictions = { expired: 0, lru: 0 };
+  const storeErrors = new Map<string, number>();
+  const fallbacks = new Map<string, number>();
+  let localCacheOverLimit = 0;
+  const rules = new Map<string, RuleStats>();
+
+  for (const [suffix, field] of RULE_SERIES) {
+    new Counter({
+      name: `ratelimit_service_rate_limit_${suffix}`,
+      help: `Per rule: ${suffix.replaceAll('_', ' ')} (the reference's ratelimit.service.rate_limit.<key>.${suffix})`,
+      labelNames: ['domain', 'key1', 'key2'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        // Like the reference, a series appears once it has counted something.
+        for (const stats of rules.values()) {
+          const value = stats[field];
+          if (value > 0) this.inc(labelsOf(stats.key), value);
+        }
+      },
+    });
+  }
+  const plain = (name: string, help: string, read: () => number): void => {
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  };
+  plain(
+    'ratelimit_service_config_load_success',
+    'Rate limit config loads and reloads that succeeded',
+    () => service.configLoadSuccess,
+  );
+  plain(
+    'ratelimit_service_config_load_error',
+    'Rate limit config loads and reloads that failed (the previous config kept serving)',
+    () => service.configLoadError,
+  );
+  plain(
+    'ratelimit_service_global_shadow_mode',
+    'Requests over limit answered OK because SHADOW_MODE is on',
+    () => service.globalShadowMode,
+  );
+  new Counter({
+    name: 'ratelimit_service_should_rate_limit_error',
+    help: 'ShouldRateLimit calls that failed, by the reference err_type (service_error: invalid request; redis_error: the store failed)',
+    labelNames: ['err_type'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (service.serviceErrors > 0) this.inc({ err_type: 'service_error' }, service.serviceErrors);
+      if (service.storeErrors > 0) this.inc({ err_type: 'redis_error' }, service.storeErrors);
+    },
+  });
+  new Counter({
+    name: 'ratelimit_service_total_requests',
+    help: 'ShouldRateLimit calls, as the reference counts them per gRPC method',
+    labelNames: ['grpc_method'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const total =
+        service.callsOk +
+        service.callsOverLimit +
+        service.serviceErrors +
+        service.storeErrors +
+        service.internalErrors;
+      this.inc({ grpc_method: 'ShouldRateLimit' }, total);
+    },
+  });
+  const latency = new Histogram({
+    name: 'ratelimit_service_response_time_seconds',
+    help: 'ShouldRateLimit latency inside sluice (decode to answer), seconds',
+    labelNames: ['grpc_method'],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
+  const latencyChild = latency.labels({ grpc_method: 'ShouldRateLimit' });
+  new Counter({
+    name: 'sluice_should_rate_limit_calls_total',
+    help: 'ShouldRateLimit calls by result: ok, over_limit, invalid, store_error, internal',
+    labelNames: ['result'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ result: 'ok' }, service.callsOk);
+      this.inc({ result: 'over_limit' }, service.callsOverLimit);
+      this.inc({ result: 'invalid' }, service.serviceErrors);
+      this.inc({ result: 'store_error' }, service.storeErrors);
+      this.inc({ result: 'internal' }, service.internalErrors);
+    },
+  });
+  new Counter({
+    name: 'sluice_store_evictions_total',
+    help: 'Counters dropped by the store: expired (idle reclaim) or lru (MEMORY_MAX_KEYS reached)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ reason: 'expired' }, evictions.expired);
+      this.inc({ reason: 'lru' }, evictions.lru);
+    },
+  });
+  new Counter({
+    name: 'sluice_store_errors_total',
+    help: 'Failed store operations by kind',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, count] of storeErrors) this.inc({ kind }, count);
+    },
+  });
+  plain(
+    'sluice_store_local_cache_over_limit_total',
+    'Counters answered over limit from the local cache without a store round trip',
+    () => localCacheOverLimit,
+  );
+  new Counter({
+    name: 'sluice_store_fallback_total',
+    help: 'Calls answered by the failure policy while the store was failing, by policy',
+    labelNames: ['policy'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [policy, count] of fallbacks) this.inc({ policy }, count);
+    },
+  });
+  const storeSize = options.storeSize;
+  new Gauge({
+    name: 'sluice_store_keys',
+    help: 'Counters held by the store (may include expired ones not yet reclaimed)',
+    registers: [registry],
+    collect() {
+      this.set(storeSize === undefined ? 0 : storeSize());
+    },
+  });
+
+  return {
+    registry,
+    service,
+    store: {
+      evicted(reason, count) {
+        evictions[reason] += count;
+      },
+      storeError(kind) {
+        storeErrors.set(kind, (storeErrors.get(kind) ?? 0) + 1);
+      },
+      localCacheOverLimit(count) {
+        localCacheOverLimit += count;
+      },
+      fallback(policy) {
+        fallbacks.set(policy, (fallbacks.get(policy) ?? 0) + 1);
+      },
+    },
+    nearThreshold(limit) {
+      return Math.floor(Math.fround(Math.fround(limit) * ratio));
+    },
+    statsFor(key) {
+      let stats = rules.get(key);
+      if (stats === undefined) {
+        stats = {
+          key,
+          totalHits: 0,
+          overLimit: 0,
+          nearLimit: 0,
+          withinLimit: 0,
+          shadowMode: 0,
+          overLimitWithLocalCache: 0,
+        };
+        rules.set(key, stats);
+      }
+      return stats;
+    },
+    observeLatency(seconds) {
+      latencyChild.observe(seconds);
+    },
+    render() {
+      return registry.metrics();
+    },
+    contentType: registry.contentType,
+  };
+}
