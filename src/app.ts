@@ -9,11 +9,15 @@ import { watchConfig } from './config/watch.js';
 import { formatConfigProblem, ConfigError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Logger } from './logging/logger.js';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
 import type { Settings } from './settings.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createMemoryStore } from './stores/memory/memory-store.js';
 import { createGrpcServer } from './transport/grpc/server.js';
+import { createDebugServer } from './transport/http/debug.js';
+import { createHttpServer } from './transport/http/server.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -36,6 +40,10 @@ export interface AppOptions {
 export interface AppAddresses {
   /** The bound gRPC port (useful when the setting was 0). */
   readonly grpcPort: number;
+  /** The bound HTTP port (`/healthcheck`, `/json`, `/metrics`). */
+  readonly httpPort: number;
+  /** The bound debug port (`/rlconfig`, `/counters`, ...). */
+  readonly debugPort: number;
 }
 
 /** A built sluice instance. */
@@ -50,6 +58,10 @@ export interface App {
   readonly service: RateLimitService;
   /** The counter store. */
   readonly store: CounterStore;
+  /** The metrics `/metrics` renders. */
+  readonly metrics: Metrics;
+  /** The health every transport reports. */
+  readonly health: HealthSignal;
 }
 
 /**
@@ -61,6 +73,12 @@ export async function createApp(options: AppOptions): Promise<App> {
   const clock = options.clock ?? systemClock;
   const configLog = logger.child({ module: 'config' });
   const loadOptions = { mergeDomainConfigs: settings.mergeDomainConfigs };
+  // The store is created after the first load; the gauge reads it once it exists.
+  const storeRef: { current?: CounterStore } = {};
+  const metrics = createMetrics({
+    nearLimitRatio: settings.nearLimitRatio,
+    storeSize: () => storeRef.current?.size() ?? 0,
+  });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
     configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
@@ -83,10 +101,12 @@ export async function createApp(options: AppOptions): Promise<App> {
           mergeDomainConfigs: settings.mergeDomainConfigs,
           pollIntervalMs: options.watchPollIntervalMs,
           onSnapshot(snapshot) {
+            metrics.service.configLoadSuccess++;
             current = snapshot;
             logLoaded(snapshot, 'rate limit config reloaded');
           },
           onError(error) {
+            metrics.service.configLoadError++;
             const problems =
               error instanceof ConfigError
                 ? error.problems.map(formatConfigProblem)
@@ -100,6 +120,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   try {
     await watcher?.ready;
     const initial = await loadSnapshot(settings.config.paths, loadOptions);
+    metrics.service.configLoadSuccess++;
     current ??= initial;
   } catch (err) {
     watcher?.close();
@@ -114,6 +135,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     clock,
     maxKeys: settings.memoryMaxKeys,
     onEvict: (reason, count) => {
+      metrics.store.evicted(reason, count);
       if (reason === 'lru')
         storeLog.warn(
           { count, maxKeys: settings.memoryMaxKeys },
@@ -131,27 +153,79 @@ export async function createApp(options: AppOptions): Promise<App> {
       maxEntryLength: settings.maxEntryLength,
     },
     logger: logger.child({ module: 'service' }),
+    metrics,
+    headers: settings.responseHeadersEnabled
+      ? {
+          format: settings.responseHeadersFormat,
+          limitHeader: settings.limitHeader,
+          remainingHeader: settings.remainingHeader,
+          resetHeader: settings.resetHeader,
+        }
+      : undefined,
+    problemJson: settings.problemJsonEnabled,
+    clock,
+  });
+  storeRef.current = store;
+  const health = createHealthSignal({
+    configLoaded: () => current !== undefined,
+    storeHealthy: () => store.healthy(),
+  });
+  const httpServer = createHttpServer({
+    service,
+    health,
+    metrics,
+    maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
+    logger: logger.child({ module: 'http' }),
+  });
+  const debugServer = createDebugServer({
+    snapshot: serving,
+    store,
+    health,
+    metrics,
+    logger: logger.child({ module: 'debug' }),
   });
   const grpcServer = createGrpcServer({
     service,
     logger: logger.child({ module: 'grpc' }),
     maxReceiveMessageBytes: settings.grpcMaxReceiveMessageBytes,
+    health,
   });
 
   let closing: Promise<void> | undefined;
   return {
     service,
     store,
+    metrics,
+    health,
     snapshot: serving,
     async start() {
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
-      logger.info({ grpcHost: settings.grpcHost, grpcPort }, 'sluice listening');
-      return { grpcPort };
+      const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
+      const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
+      logger.info(
+        {
+          grpcHost: settings.grpcHost,
+          grpcPort,
+          httpAddress: `${settings.httpHost}:${httpPort}`,
+          debugAddress: `${settings.debugHost}:${debugPort}`,
+        },
+        'sluice listening',
+      );
+      return { grpcPort, httpPort, debugPort };
     },
     close() {
       closing ??= (async () => {
+        // Health fails first (HTTP and gRPC), so probes see the drain before listeners go.
+        health.drain();
+        if (settings.shutdownDelayMs > 0) {
+          await new Promise((resolve) => setTimeout(resolve, settings.shutdownDelayMs));
+        }
         watcher?.close();
-        await grpcServer.close(settings.shutdownGraceMs);
+        await Promise.all([
+          grpcServer.close(settings.shutdownGraceMs),
+          httpServer.close(settings.shutdownGraceMs),
+          debugServer.close(settings.shutdownGraceMs),
+        ]);
         await store.close();
       })();
       return closing;

@@ -35,7 +35,7 @@ export function createHealthSignal(options: HealthSignalOptions): HealthSignal {
   const reasons = (): string[] => {
     const out: string[] = [];
     if (!options.configLoaded()) out.push('config');
-    let storeOk = false;
+    let storeOk: boolean;
     try {
       storeOk = options.storeHealthy();
     } catch {

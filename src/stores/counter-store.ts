@@ -41,6 +41,18 @@ export interface BatchResult {
   results: CounterResult[];
 }
 
+/** One counter as the debug endpoint `/counters` shows it. */
+export interface CounterSnapshot {
+  /** The counter key. */
+  readonly key: string;
+  /** Hits counted now (window algorithms); for a token bucket, the state's fractional part. */
+  readonly count: number;
+  /** The limit of the last charge on this counter. */
+  readonly limit: number;
+  /** Milliseconds until the counter holds nothing (0 when already empty). */
+  readonly expiresInMs: number;
+}
+
 /** A place to count hits. Implementations: stores/memory (default), stores/redis. */
 export interface CounterStore {
   /**
@@ -56,4 +68,9 @@ export interface CounterStore {
   healthy(): boolean;
   /** Release timers and connections. */
   close(): Promise<void>;
+  /**
+   * Optional (for the debug endpoint): the `n` counters with the most hits, busiest first. A store
+   * without it shows no live counters. May scan every counter; never call it on the hot path.
+   */
+  top?(n: number): CounterSnapshot[];
 }

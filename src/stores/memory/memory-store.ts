@@ -21,7 +21,13 @@
 import type { Clock } from '../../clock.js';
 import { ALGORITHM_STEPS, createCounterState, type CounterState } from '../../algorithms/index.js';
 import { SluiceError } from '../../errors.js';
-import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
+import type {
+  BatchResult,
+  CounterResult,
+  CounterSnapshot,
+  CounterSpec,
+  CounterStore,
+} from '../counter-store.js';
 
 /** Why counters were dropped: all their hits had expired, or the key cap forced out live ones. */
 export type EvictReason = 'expired' | 'lru';
@@ -114,6 +120,8 @@ interface Entry extends CounterState {
   older: Entry | undefined;
   /** The entry used just after this one; `undefined` for the most recently used. */
   newer: Entry | undefined;
+  /** The limit of the last charge (for the debug endpoint's `top()`). */
+  limit: number;
 }
 
 /**
@@ -131,6 +139,7 @@ function createEntry(key: string): Entry {
     key,
     older: undefined,
     newer: undefined,
+    limit: 0,
   };
 }
 
@@ -190,6 +199,28 @@ class MemoryStore implements CounterStore {
 
   healthy(): boolean {
     return true;
+  }
+
+  top(n: number): CounterSnapshot[] {
+    const now = Math.floor(this.clock());
+    // Keep the n busiest in a small array sorted busiest first; one pass over the map.
+    const best: Entry[] = [];
+    const limit = Math.max(0, Math.floor(n));
+    if (limit === 0) return [];
+    for (const entry of this.counters.values()) {
+      if (entry.emptyAtMs <= now) continue;
+      if (best.length === limit && entry.total <= best[limit - 1]!.total) continue;
+      let at = best.length;
+      while (at > 0 && best[at - 1]!.total < entry.total) at--;
+      best.splice(at, 0, entry);
+      if (best.length > limit) best.pop();
+    }
+    return best.map((entry) => ({
+      key: entry.key,
+      count: entry.total,
+      limit: entry.limit,
+      expiresInMs: Math.max(0, entry.emptyAtMs - now),
+    }));
   }
 
   close(): Promise<void> {
@@ -274,6 +305,7 @@ class MemoryStore implements CounterStore {
           entries[i] = entry;
         }
         ALGORITHM_STEPS[spec.algorithm].charge(entry, now, spec.hits, spec);
+        entry.limit = spec.limit;
       }
     }
 

@@ -93,5 +93,6 @@ export function responseToWire(response: RateLimitResponse): any {
     overall_code: response.overallCode,
     statuses,
     response_headers_to_add: response.responseHeadersToAdd,
+    raw_body: response.rawBody === undefined ? undefined : Buffer.from(response.rawBody),
   };
 }

@@ -5,20 +5,16 @@
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
-import { SluiceError, type ErrorCode } from '../../errors.js';
+import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
+import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
+import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
 import { requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
 
-/** gRPC status for each error code. */
-export const GRPC_STATUS_BY_CODE: Readonly<Record<ErrorCode, grpc.status>> = {
-  INVALID_CONFIG: grpc.status.FAILED_PRECONDITION,
-  INVALID_SETTINGS: grpc.status.FAILED_PRECONDITION,
-  INVALID_REQUEST: grpc.status.INVALID_ARGUMENT,
-  STORE_UNAVAILABLE: grpc.status.UNAVAILABLE,
-  INTERNAL: grpc.status.INTERNAL,
-};
+/** gRPC status for each error code (defined once in transport/status.ts for both servers). */
+export { GRPC_STATUS_BY_CODE };
 
 /** Options for {@link createGrpcServer}. */
 export interface GrpcServerOptions {
@@ -28,6 +24,11 @@ export interface GrpcServerOptions {
   readonly logger: Logger;
   /** Largest accepted request message, bytes. */
   readonly maxReceiveMessageBytes: number;
+  /**
+   * The health `grpc.health.v1.Health` follows once listening (the same signal as HTTP
+   * `/healthcheck`); `undefined`: SERVING from listen to close.
+   */
+  readonly health?: HealthSignal;
 }
 
 /** A gRPC server that can be started and stopped. */
@@ -74,6 +75,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', [RLS_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
+  let stopHealthWatch: (() => void) | undefined;
   new ReflectionService(pkg).addToServer(server);
 
   server.addService(tolerant, {
@@ -122,14 +124,20 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
               );
               return;
             }
-            health.setStatus('', 'SERVING');
-            health.setStatus(RLS_SERVICE_NAME, 'SERVING');
+            const setServing = (ok: boolean): void => {
+              const status = ok ? 'SERVING' : 'NOT_SERVING';
+              health.setStatus('', status);
+              health.setStatus(RLS_SERVICE_NAME, status);
+            };
+            if (options.health === undefined) setServing(true);
+            else stopHealthWatch ??= options.health.watch(setServing);
             resolve(boundPort);
           },
         );
       });
     },
     close(graceMs) {
+      stopHealthWatch?.();
       health.setStatus('', 'NOT_SERVING');
       health.setStatus(RLS_SERVICE_NAME, 'NOT_SERVING');
       return new Promise((resolve) => {
@@ -153,11 +161,7 @@ function formatAddress(host: string, port: number): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-/** The one place failures become gRPC statuses. */
+/** Failures become gRPC statuses in transport/status.ts, shared with the lean server. */
 function toServiceError(err: unknown, logger: Logger): Partial<grpc.StatusObject> {
-  const error = SluiceError.from(err);
-  if (error.code === 'INTERNAL' || error.code === 'STORE_UNAVAILABLE') {
-    logger.error({ err: error }, 'ShouldRateLimit failed');
-  }
-  return { code: GRPC_STATUS_BY_CODE[error.code], details: error.message };
+  return toCallError(err, logger);
 }

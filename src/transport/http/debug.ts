@@ -1,0 +1,100 @@
+/**
+ * The debug server on `DEBUG_HOST:DEBUG_PORT` (loopback by default): `/` lists the endpoints,
+ * `/rlconfig` prints the loaded rules in the reference's format, `/counters` the busiest live
+ * counters, `/health` why the instance is (not) serving, `/metrics` the Prometheus text.
+ * docs/operations-http.md describes each.
+ */
+import type { ConfigSnapshot } from '../../config/types.js';
+import type { Logger } from '../../logging/logger.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import type { HealthSignal } from '../../service/health.js';
+import type { CounterStore } from '../../stores/counter-store.js';
+import { createRouter, send, type HttpServer, type Route } from './server.js';
+
+/** Options for {@link createDebugServer}. */
+export interface DebugServerOptions {
+  /** The snapshot serving now. */
+  readonly snapshot: () => ConfigSnapshot;
+  /** The counter store (its optional `top()` feeds `/counters`). */
+  readonly store: CounterStore;
+  /** Health, for `/health`. */
+  readonly health: HealthSignal;
+  /** Metrics, for `/metrics`. */
+  readonly metrics: Metrics;
+  /** Module logger. */
+  readonly logger: Logger;
+}
+
+/** Default and largest `n` of `/counters?n=`. */
+export const COUNTERS_DEFAULT = 50;
+export const COUNTERS_MAX = 1000;
+
+const TEXT = 'text/plain; charset=utf-8';
+
+/** Whether `text` holds a control character (such keys are printed JSON-quoted). */
+function hasControl(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) < 0x20) return true;
+  return false;
+}
+
+/** Create the debug server (not yet listening). */
+export function createDebugServer(options: DebugServerOptions): HttpServer {
+  const { snapshot, store, health, metrics, logger } = options;
+  const help = new Map<string, string>();
+  const routes = new Map<string, Route>();
+  const add = (path: string, text: string, route: Route): void => {
+    help.set(path, text);
+    routes.set(path, route);
+  };
+
+  add('/rlconfig', 'print out the currently loaded configuration for debugging', (_req, res) => {
+    const lines = snapshot().dump();
+    send(res, 200, TEXT, lines.map((line) => `${line}\n`).join(''));
+  });
+
+  add(
+    '/counters',
+    `the busiest live counters (?n=N, default ${COUNTERS_DEFAULT}, at most ${COUNTERS_MAX}): key, count, limit, remaining, reset`,
+    (req, res) => {
+      if (store.top === undefined) {
+        send(res, 501, TEXT, 'this store does not list its counters\n');
+        return;
+      }
+      const url = new URL(req.url ?? '/', 'http://debug');
+      const asked = Number(url.searchParams.get('n') ?? COUNTERS_DEFAULT);
+      const n =
+        Number.isInteger(asked) && asked > 0 ? Math.min(asked, COUNTERS_MAX) : COUNTERS_DEFAULT;
+      const rows = store.top(n);
+      let out = `# ${rows.length} of ${store.size()} counters, busiest first\n`;
+      out += '# count limit remaining reset_s key\n';
+      for (const row of rows) {
+        const remaining = Math.max(0, row.limit - row.count);
+        const reset = (row.expiresInMs / 1000).toFixed(3);
+        const key = hasControl(row.key) ? JSON.stringify(row.key) : row.key;
+        out += `${row.count} ${row.limit} ${remaining} ${reset} ${key}\n`;
+      }
+      send(res, 200, TEXT, out);
+    },
+  );
+
+  add('/health', 'serving, or why not (config, store, draining)', (_req, res) => {
+    const reasons = health.reasons();
+    send(
+      res,
+      reasons.length === 0 ? 200 : 500,
+      TEXT,
+      reasons.length === 0 ? 'serving\n' : `not serving: ${reasons.join(', ')}\n`,
+    );
+  });
+
+  add('/metrics', 'the Prometheus metrics (as on the HTTP port)', async (_req, res) => {
+    send(res, 200, metrics.contentType, await metrics.render());
+  });
+
+  routes.set('/', (_req, res) => {
+    const paths = [...help.keys()].sort();
+    send(res, 200, TEXT, paths.map((path) => `${path}: ${help.get(path)!}\n`).join(''));
+  });
+
+  return createRouter(routes, logger);
+}

@@ -1,0 +1,184 @@
+/**
+ * The protobuf JSON mapping of RateLimitRequest and RateLimitResponse for `/json`, as the
+ * reference's `protojson` reads and writes them: fields in lowerCamelCase or their proto
+ * snake_case names, enums by name or number, 64-bit integers as numbers or strings, `null` for a
+ * default value, unknown fields rejected. Output uses lowerCamelCase and omits default values.
+ */
+import {
+  RATE_LIMIT_UNITS,
+  type DescriptorEntry,
+  type DescriptorStatus,
+  type LimitOverride,
+  type RateLimitRequest,
+  type RateLimitResponse,
+  type RequestDescriptor,
+} from '../../model.js';
+
+/** The body could not be read as a RateLimitRequest; `message` says why. */
+export class JsonMappingError extends Error {
+  override readonly name = 'JsonMappingError';
+}
+
+type JsonObject = Record<string, unknown>;
+
+/**
+ * Read the fields of `value` (a JSON object or null) given as `[protoName, jsonName]` pairs;
+ * either spelling is accepted, both at once or anything else is an error.
+ */
+function fields(value: unknown, where: string, names: readonly string[]): Map<string, unknown> {
+  if (value === null || value === undefined) return new Map();
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new JsonMappingError(`${where}: expected an object`);
+  }
+  const out = new Map<string, unknown>();
+  for (const [key, field] of Object.entries(value as JsonObject)) {
+    const proto = names.find((name) => name === key || camel(name) === key);
+    if (proto === undefined) throw new JsonMappingError(`${where}: unknown field "${key}"`);
+    if (out.has(proto)) throw new JsonMappingError(`${where}: duplicate field "${proto}"`);
+    if (field !== null) out.set(proto, field);
+  }
+  return out;
+}
+
+function camel(name: string): string {
+  return name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
+
+function string(value: unknown, where: string): string {
+  if (value === undefined) return '';
+  if (typeof value !== 'string') throw new JsonMappingError(`${where}: expected a string`);
+  return value;
+}
+
+function unsigned(value: unknown, where: string, max: number): number {
+  if (value === undefined) return 0;
+  let n: number;
+  if (typeof value === 'number') n = value;
+  else if (typeof value === 'string' && /^\d+$/.test(value)) n = Number(value);
+  else throw new JsonMappingError(`${where}: expected an unsigned integer`);
+  if (!Number.isInteger(n) || n < 0 || n > max) {
+    throw new JsonMappingError(`${where}: expected an unsigned integer up to ${max}`);
+  }
+  return n;
+}
+
+const UINT32_MAX = 4_294_967_295;
+
+function list(value: unknown, where: string): unknown[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new JsonMappingError(`${where}: expected an array`);
+  return value;
+}
+
+function unit(value: unknown, where: string): LimitOverride['unit'] {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') {
+    if (value === 'UNKNOWN') return undefined;
+    const found = RATE_LIMIT_UNITS.find((u) => u.toUpperCase() === value);
+    if (found === undefined) throw new JsonMappingError(`${where}: unknown unit "${value}"`);
+    return found;
+  }
+  if (typeof value === 'number' && Number.isInteger(value)) {
+    return value >= 1 ? RATE_LIMIT_UNITS[value - 1] : undefined;
+  }
+  throw new JsonMappingError(`${where}: expected a unit name or number`);
+}
+
+/** Parse a `/json` body into a request; throws JsonMappingError naming the bad field. */
+export function requestFromJson(text: string): RateLimitRequest {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new JsonMappingError(`invalid JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new JsonMappingError('expected a JSON object');
+  }
+  const top = fields(parsed, 'request', ['domain', 'descriptors', 'hits_addend']);
+  const descriptors: RequestDescriptor[] = list(top.get('descriptors'), 'descriptors').map(
+    (raw, i) => {
+      const where = `descriptors[${i}]`;
+      const d = fields(raw, where, ['entries', 'limit', 'hits_addend']);
+      const entries: DescriptorEntry[] = list(d.get('entries'), `${where}.entries`).map(
+        (rawEntry, j) => {
+          const at = `${where}.entries[${j}]`;
+          const e = fields(rawEntry, at, ['key', 'value']);
+          return {
+            key: string(e.get('key'), `${at}.key`),
+            value: string(e.get('value'), `${at}.value`),
+          };
+        },
+      );
+      let limit: LimitOverride | undefined;
+      if (d.has('limit')) {
+        const l = fields(d.get('limit'), `${where}.limit`, ['requests_per_unit', 'unit']);
+        limit = {
+          requestsPerUnit: unsigned(
+            l.get('requests_per_unit'),
+            `${where}.limit.requests_per_unit`,
+            UINT32_MAX,
+          ),
+          unit: unit(l.get('unit'), `${where}.limit.unit`),
+        };
+      }
+      const hits = d.get('hits_addend');
+      const hitsAddend =
+        hits === undefined
+          ? undefined
+          : unsigned(hits, `${where}.hits_addend`, Number.MAX_SAFE_INTEGER);
+      return { entries, limit, hitsAddend };
+    },
+  );
+  return {
+    domain: string(top.get('domain'), 'domain'),
+    descriptors,
+    hitsAddend: unsigned(top.get('hits_addend'), 'hits_addend', UINT32_MAX),
+  };
+}
+
+/** A google.protobuf.Duration in JSON: seconds with 0, 3, 6 or 9 fraction digits and `s`. */
+export function durationToJson(ms: number): string {
+  const whole = Math.max(0, Math.round(ms));
+  const seconds = Math.floor(whole / 1000);
+  const millis = whole % 1000;
+  return millis === 0 ? `${seconds}s` : `${seconds}.${String(millis).padStart(3, '0')}s`;
+}
+
+function statusToJson(status: DescriptorStatus): JsonObject {
+  const out: JsonObject = { code: status.code };
+  const limit = status.currentLimit;
+  if (limit !== undefined) {
+    const current: JsonObject = {
+      requestsPerUnit: limit.requestsPerUnit,
+      unit: limit.unit.toUpperCase(),
+    };
+    if (limit.requestsPerUnit === 0) delete current.requestsPerUnit;
+    if (limit.name !== '') current.name = limit.name;
+    out.currentLimit = current;
+  }
+  if (status.limitRemaining !== 0) out.limitRemaining = status.limitRemaining;
+  if (status.durationUntilResetMs !== undefined) {
+    out.durationUntilReset = durationToJson(status.durationUntilResetMs);
+  }
+  return out;
+}
+
+/** The response as protobuf JSON text (lowerCamelCase, defaults omitted). */
+export function responseToJson(response: RateLimitResponse): string {
+  const out: JsonObject = {
+    overallCode: response.overallCode,
+    statuses: response.statuses.map(statusToJson),
+  };
+  if (response.responseHeadersToAdd.length > 0) {
+    out.responseHeadersToAdd = response.responseHeadersToAdd.map(({ key, value }) => ({
+      key,
+      value,
+    }));
+  }
+  if (response.rawBody !== undefined && response.rawBody.length > 0) {
+    out.rawBody = Buffer.from(response.rawBody).toString('base64');
+  }
+  if (response.dynamicMetadata !== undefined) out.dynamicMetadata = response.dynamicMetadata;
+  return JSON.stringify(out);
+}
