@@ -175,5 +175,5 @@ function buildMatch(
 /** The reference's `/rlconfig` line for a rule. */
 function dumpLine(rule: RateLimitRule): string {
   const unit = rule.unlimited ? 'UNKNOWN' : rule.unit.toUpperCase();
-  return `${rule.fullKey}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}`;
+  return `${rule.fullKey}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}`;
 }

@@ -602,9 +602,9 @@ descriptors:
 
   it('dumps one line per rule in the reference’s /rlconfig format, sorted', () => {
     expect(s.dump()).toEqual([
-      'edge.ldap: unit=UNKNOWN requests_per_unit=0, shadow_mode: true',
-      'edge.path_/login.remote_address: unit=HOUR requests_per_unit=20, shadow_mode: false',
-      'edge.remote_address: unit=SECOND requests_per_unit=10, shadow_mode: false',
+      'edge.ldap: unit=UNKNOWN requests_per_unit=0, shadow_mode: true, quota_mode: false',
+      'edge.path_/login.remote_address: unit=HOUR requests_per_unit=20, shadow_mode: false, quota_mode: false',
+      'edge.remote_address: unit=SECOND requests_per_unit=10, shadow_mode: false, quota_mode: false',
     ]);
   });
 

@@ -73,9 +73,9 @@ descriptors:
 `;
     expect(problemsOf(content)).toEqual([]);
     expect(buildSnapshot([{ name: 'r.yaml', content }]).dump()).toEqual([
-      'edge.a: unit=MINUTE requests_per_unit=3, shadow_mode: false',
-      'edge.b: unit=MINUTE requests_per_unit=9, shadow_mode: false',
-      'edge.c: unit=MINUTE requests_per_unit=3, shadow_mode: false',
+      'edge.a: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode: false',
+      'edge.b: unit=MINUTE requests_per_unit=9, shadow_mode: false, quota_mode: false',
+      'edge.c: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode: false',
     ]);
   });
 
@@ -201,8 +201,8 @@ descriptors:
       { mergeDomainConfigs: true },
     );
     expect(s.dump()).toEqual([
-      'edge.a: unit=SECOND requests_per_unit=1, shadow_mode: false',
-      'edge.b: unit=SECOND requests_per_unit=1, shadow_mode: false',
+      'edge.a: unit=SECOND requests_per_unit=1, shadow_mode: false, quota_mode: false',
+      'edge.b: unit=SECOND requests_per_unit=1, shadow_mode: false, quota_mode: false',
     ]);
   });
 
