@@ -25,7 +25,16 @@ export async function startApp(
   options: { clock?: Clock; logger?: Logger; watchPollIntervalMs?: number } = {},
 ): Promise<RunningApp> {
   const settings = loadSettings(
-    { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', ...env },
+    {
+      GRPC_HOST: '127.0.0.1',
+      GRPC_PORT: '0',
+      // The HTTP and debug listeners start too; free loopback ports, never 8080/6070.
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DEBUG_HOST: '127.0.0.1',
+      DEBUG_PORT: '0',
+      ...env,
+    },
     {
       config: configPaths,
     },
