@@ -1,0 +1,49 @@
+/** The memory store's optional top(n), which feeds the debug server's /counters view. */
+import { describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/clock.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
+import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+
+function spec(key: string, hits: number, limit = 100): CounterSpec {
+  return {
+    key,
+    algorithm: 'sliding_window',
+    limit,
+    windowMs: 60_000,
+    burst: limit,
+    hits,
+    mode: 'enforced',
+  };
+}
+
+describe('memory store top(n)', () => {
+  it('lists the busiest live counters first, with their limit and time to expiry', async () => {
+    const clock = createManualClock(1_700_000_000_000);
+    const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    await store.apply([spec('a', 3), spec('b', 7, 50), spec('c', 1), spec('d', 5)]);
+    const top = store.top!(3);
+    expect(top.map((row) => [row.key, row.count, row.limit])).toEqual([
+      ['b', 7, 50],
+      ['d', 5, 100],
+      ['a', 3, 100],
+    ]);
+    for (const row of top) {
+      expect(row.expiresInMs).toBeGreaterThan(0);
+      expect(row.expiresInMs).toBeLessThanOrEqual(63_000);
+    }
+    expect(store.top!(0)).toEqual([]);
+    expect(store.top!(10)).toHaveLength(4);
+    await store.close();
+  });
+
+  it('leaves out counters whose hits have all expired', async () => {
+    const clock = createManualClock(1_700_000_000_000);
+    const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    await store.apply([spec('old', 9)]);
+    clock.advance(30_000);
+    await store.apply([spec('new', 1)]);
+    clock.advance(40_000); // 'old' is past its window, 'new' is not
+    expect(store.top!(5).map((row) => row.key)).toEqual(['new']);
+    await store.close();
+  });
+});
