@@ -15,7 +15,7 @@ import { createRateLimitService, type RateLimitService } from './service/rate-li
 import type { Settings } from './settings.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createMemoryStore } from './stores/memory/memory-store.js';
-import { createGrpcServer } from './transport/grpc/server.js';
+import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
 
@@ -184,7 +184,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     logger: logger.child({ module: 'debug' }),
   });
-  const grpcServer = createGrpcServer({
+  const grpcServer = createServiceServer({
+    kind: settings.grpcServer,
     service,
     logger: logger.child({ module: 'grpc' }),
     maxReceiveMessageBytes: settings.grpcMaxReceiveMessageBytes,

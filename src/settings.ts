@@ -23,6 +23,11 @@ export interface Settings {
   readonly grpcHost: string;
   /** gRPC listen port (`GRPC_PORT`, default 8081; 0 picks a free port). */
   readonly grpcPort: number;
+  /**
+   * `GRPC_SERVER`: which gRPC server implementation serves the port: `lean` (default, on
+   * `node:http2` with a hand-written codec) or `grpc-js` (@grpc/grpc-js). Both answer the same.
+   */
+  readonly grpcServer: 'lean' | 'grpc-js';
   /** `LOG_LEVEL` (default `warn`, as the reference). */
   readonly logLevel: LogLevel;
   /** `LOG_FORMAT`: `json` (default) or `text`. */
@@ -201,6 +206,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
+    grpcServer: grpcServerKind(r),
     logLevel: logLevel ?? 'warn',
     logFormat: formatText === 'text' ? 'text' : 'json',
     config: configSource(r, flags.config),
@@ -252,6 +258,14 @@ export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
   throwIfProblems(r);
   return { mergeDomainConfigs };
+}
+
+/** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
+function grpcServerKind(r: Reader): 'lean' | 'grpc-js' {
+  const text = r.string('GRPC_SERVER', 'lean').toLowerCase();
+  if (text === 'lean' || text === 'grpc-js') return text;
+  r.problems.push(`GRPC_SERVER=${JSON.stringify(text)}: expected lean or grpc-js`);
+  return 'lean';
 }
 
 /** `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default) or `ietf`, case-insensitive. */

@@ -1,0 +1,666 @@
+/**
+ * The lean gRPC server (`GRPC_SERVER=lean`, the default): gRPC over HTTP/2 written directly on
+ * `node:http2`, serving RateLimitService/ShouldRateLimit, grpc.health.v1.Health (Check and Watch)
+ * and server reflection on one port. It speaks exactly these methods, with the hand-written codec
+ * of ./codec.ts, so a call costs one decode, the service call and one encode.
+ *
+ * Protocol points handled here: the 5-byte message prefix; `grpc-encoding` identity, gzip and
+ * deflate for requests (others: UNIMPLEMENTED with `grpc-accept-encoding`); the receive size limit
+ * (RESOURCE_EXHAUSTED, checked from the prefix before the message is read); `grpc-timeout`
+ * (DEADLINE_EXCEEDED when the answer is not ready in time); statuses in trailers, or in a
+ * Trailers-Only response for failures; keepalive PINGs, connection age and idle limits; graceful
+ * shutdown with a two-step GOAWAY and a grace period.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+import { SluiceError } from '../../errors.js';
+import type { Logger } from '../../logging/logger.js';
+import type { RateLimitResponse } from '../../model.js';
+import type { HealthSignal } from '../../service/health.js';
+import type { RateLimitService } from '../../service/rate-limit-service.js';
+import { RLS_SERVICE_NAME } from '../grpc/proto.js';
+import { GrpcStatus, toCallError, type GrpcStatusCode } from '../status.js';
+import {
+  DecodeError,
+  SERVING_STATUS,
+  decodeHealthCheckRequest,
+  decodeRateLimitRequest,
+  encodeHealthCheckResponse,
+  encodeRateLimitResponse,
+} from './codec.js';
+import {
+  PREFIX_BYTES,
+  encodeGrpcMessage,
+  frame,
+  parseGrpcTimeout,
+  writePrefix,
+} from './framing.js';
+
+/** Answers server reflection requests (one request message in, one response message out). */
+export interface ReflectionHandler {
+  /** The method paths it serves (`/grpc.reflection.v1.ServerReflection/ServerReflectionInfo`...). */
+  readonly paths: readonly string[];
+  /** The encoded ServerReflectionResponse to one encoded ServerReflectionRequest on `path`. */
+  answer(path: string, request: Buffer): Uint8Array;
+}
+
+/** Options for {@link createLeanServer}. */
+export interface LeanServerOptions {
+  /** The service to expose. */
+  readonly service: RateLimitService;
+  /** Module logger. */
+  readonly logger: Logger;
+  /** Largest accepted request message (after decompression), bytes. */
+  readonly maxReceiveMessageBytes: number;
+  /**
+   * The instance's health (config loaded, store healthy, not draining); when `undefined` the
+   * server reports SERVING from listen until close.
+   */
+  readonly health?: HealthSignal | undefined;
+  /** Server reflection; `undefined` answers UNIMPLEMENTED for the reflection methods. */
+  readonly reflection?: ReflectionHandler | undefined;
+  /** Send a keepalive PING after this long without one, ms (default 2 hours; 0 = never). */
+  readonly keepaliveTimeMs?: number;
+  /** Close a connection whose keepalive PING is not answered within this, ms (default 20 s). */
+  readonly keepaliveTimeoutMs?: number;
+  /**
+   * Close (GOAWAY) a connection that carried no frames for this long, ms (default 0 = never, as
+   * envoyproxy/ratelimit).
+   */
+  readonly idleTimeoutMs?: number;
+  /** Close (GOAWAY) a connection this long after it opened, ms (default 24 h, as the reference). */
+  readonly maxConnectionAgeMs?: number;
+  /** Then cancel what is still open on it after this, ms (default 1 h, as the reference). */
+  readonly maxConnectionAgeGraceMs?: number;
+}
+
+/** A gRPC server that can be started and stopped (the lean and the grpc-js server alike). */
+export interface LeanServer {
+  /** Bind `host:port` (port 0 picks one) and start serving; resolves to the bound port. */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Health turns NOT_SERVING, Watch streams end, every connection gets GOAWAY; calls in flight
+   * may finish for up to `graceMs`, then the rest are cancelled.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
+const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
+const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
+
+/** Request compression the server accepts, in the form `grpc-accept-encoding` lists them. */
+export const ACCEPT_ENCODING = 'identity,deflate,gzip';
+
+const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+/** Largest stream id: the first GOAWAY of a graceful close promises to take every stream. */
+const MAX_STREAM_ID = 2 ** 31 - 1;
+
+/** Headers of every successful response; Node copies them, so one object serves all calls. */
+const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
+  ':status': 200,
+  'content-type': 'application/grpc',
+  'grpc-accept-encoding': ACCEPT_ENCODING,
+};
+const OK_TRAILERS: http2.OutgoingHttpHeaders = { 'grpc-status': '0' };
+const RESPOND_WITH_TRAILERS: http2.ServerStreamResponseOptions = { waitForTrailers: true };
+const RESPOND_AND_END: http2.ServerStreamResponseOptions = { endStream: true };
+
+/** How a call's request messages are compressed (`grpc-encoding`). */
+const enum Encoding {
+  Identity,
+  Gzip,
+  Deflate,
+}
+
+/** What kind of method a call is, which decides when its handler runs. */
+const enum Kind {
+  /** One request, one response: the handler runs at the end of the request. */
+  Unary,
+  /** One request, a stream of responses: the handler runs at the end of the request. */
+  ServerStream,
+  /** Messages both ways: the handler runs for every request message. */
+  Bidi,
+}
+
+/** The state of one call; kept on its stream so the shared listeners need no closures. */
+interface Call {
+  readonly stream: http2.ServerHttp2Stream;
+  readonly kind: Kind;
+  readonly path: string;
+  readonly encoding: Encoding;
+  /** Bytes received that do not yet form a whole message. */
+  pending: Buffer | undefined;
+  /** The request message of a unary or server-streaming call. */
+  message: Buffer | undefined;
+  /** Request messages received. */
+  messages: number;
+  /** An answer (or failure) has been sent; nothing more is sent or handled. */
+  done: boolean;
+  /** The deadline timer, when `grpc-timeout` was sent. */
+  timer: NodeJS.Timeout | undefined;
+  /** Stops a Watch call's subscription. */
+  unwatch: (() => void) | undefined;
+}
+
+const CALL = Symbol('sluice.call');
+type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
+
+/** Create the lean server (not yet listening). */
+export function createLeanServer(options: LeanServerOptions): LeanServer {
+  const { service, logger, maxReceiveMessageBytes, health, reflection } = options;
+  const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
+  const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
+  const idleTimeoutMs = options.idleTimeoutMs ?? 0;
+  const maxConnectionAgeMs = options.maxConnectionAgeMs ?? 24 * 3_600_000;
+  const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs ?? 3_600_000;
+
+  let listening = false;
+  let closing = false;
+  const sessions = new Set<http2.ServerHttp2Session>();
+  /** Re-check functions of the Watch calls open now. */
+  const watchers = new Set<() => void>();
+
+  const reflectionPaths = new Set(reflection?.paths ?? []);
+  const serving = (): boolean => listening && !closing && (health?.serving() ?? true);
+
+  const server = http2.createServer({
+    // Node's default caps a session's buffered memory at 10 MB; a full window of large messages on
+    // many streams can need more, and the receive limit already bounds each message.
+    maxSessionMemory: 64,
+  });
+  server.on('session', onSession);
+  server.on('stream', onStream);
+  // Errors of one connection or stream concern that peer only; the server keeps serving.
+  server.on('sessionError', (err: Error) => logger.debug({ err }, 'HTTP/2 session error'));
+
+  // ---- connections -----------------------------------------------------------------------
+
+  function onSession(session: http2.ServerHttp2Session): void {
+    sessions.add(session);
+    const timers: NodeJS.Timeout[] = [];
+    if (closing) {
+      goAway(session);
+    }
+    if (keepaliveTimeMs > 0) {
+      const keepalive = setInterval(() => {
+        if (session.closed || session.destroyed) return;
+        const unanswered = setTimeout(() => {
+          logger.debug('keepalive PING not answered in time; closing the connection');
+          session.destroy();
+        }, keepaliveTimeoutMs);
+        unanswered.unref();
+        const sent = session.ping(() => clearTimeout(unanswered));
+        if (!sent) clearTimeout(unanswered);
+      }, keepaliveTimeMs);
+      keepalive.unref();
+      timers.push(keepalive);
+    }
+    if (maxConnectionAgeMs > 0) {
+      const age = setTimeout(() => {
+        goAway(session);
+        const grace = setTimeout(() => session.destroy(), maxConnectionAgeGraceMs);
+        grace.unref();
+        timers.push(grace);
+      }, maxConnectionAgeMs);
+      age.unref();
+      timers.push(age);
+    }
+    if (idleTimeoutMs > 0) session.setTimeout(idleTimeoutMs, () => goAway(session));
+    session.on('error', (err) => logger.debug({ err }, 'HTTP/2 connection error'));
+    session.once('close', () => {
+      sessions.delete(session);
+      for (const timer of timers) clearTimeout(timer);
+    });
+  }
+
+  /**
+   * Graceful GOAWAY in two steps: first one promising every stream (so requests already on the
+   * wire are not refused), then after a PING round trip the real one naming the last stream
+   * taken; streams open then run to completion.
+   */
+  function goAway(session: http2.ServerHttp2Session): void {
+    if (session.closed || session.destroyed) return;
+    session.goaway(NGHTTP2_NO_ERROR, MAX_STREAM_ID);
+    const sent = session.ping(() => session.close());
+    if (!sent) session.close();
+  }
+
+  // ---- calls -----------------------------------------------------------------------------
+
+  function onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    stream.on('error', ignoreStreamError);
+    if (headers[':method'] !== 'POST') {
+      stream.respond({ ':status': 405, allow: 'POST' }, RESPOND_AND_END);
+      return;
+    }
+    const contentType = headers['content-type'];
+    if (typeof contentType !== 'string' || !isGrpcContentType(contentType)) {
+      stream.respond({ ':status': 415 }, RESPOND_AND_END);
+      return;
+    }
+    const path = headers[':path'] ?? '';
+    let kind: Kind;
+    if (path === RLS_PATH || path === HEALTH_CHECK_PATH) kind = Kind.Unary;
+    else if (path === HEALTH_WATCH_PATH) kind = Kind.ServerStream;
+    else if (reflectionPaths.has(path)) kind = Kind.Bidi;
+    else {
+      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path}`);
+      return;
+    }
+
+    const encodingHeader = headers['grpc-encoding'];
+    let encoding = Encoding.Identity;
+    if (encodingHeader !== undefined && encodingHeader !== 'identity') {
+      if (encodingHeader === 'gzip') encoding = Encoding.Gzip;
+      else if (encodingHeader === 'deflate') encoding = Encoding.Deflate;
+      else {
+        trailersOnly(
+          stream,
+          GrpcStatus.UNIMPLEMENTED,
+          `grpc-encoding ${String(encodingHeader)} is not supported; use one of ${ACCEPT_ENCODING}`,
+        );
+        return;
+      }
+    }
+
+    const call: Call = {
+      stream,
+      kind,
+      path,
+      encoding,
+      pending: undefined,
+      message: undefined,
+      messages: 0,
+      done: false,
+      timer: undefined,
+      unwatch: undefined,
+    };
+    const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
+    if (timeoutMs !== undefined) {
+      if (Number.isNaN(timeoutMs)) {
+        fail(
+          call,
+          GrpcStatus.INTERNAL,
+          `malformed grpc-timeout ${String(headers['grpc-timeout'])}`,
+        );
+        return;
+      }
+      call.timer = setTimeout(onDeadline, timeoutMs, call);
+    }
+    (stream as CallStream)[CALL] = call;
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    if (call.timer !== undefined || kind !== Kind.Unary) stream.on('close', onClose);
+  }
+
+  function onDeadline(call: Call): void {
+    call.timer = undefined;
+    if (call.done) return;
+    fail(call, GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded before the answer was ready');
+  }
+
+  function onClose(this: http2.ServerHttp2Stream): void {
+    const call = (this as CallStream)[CALL];
+    if (call === undefined) return;
+    call.done = true;
+    if (call.timer !== undefined) clearTimeout(call.timer);
+    call.timer = undefined;
+    call.unwatch?.();
+    call.unwatch = undefined;
+  }
+
+  function onData(this: http2.ServerHttp2Stream, chunk: Buffer): void {
+    const call = (this as CallStream)[CALL]!;
+    if (call.done) return;
+    let bytes = chunk;
+    if (call.pending !== undefined) {
+      bytes = Buffer.concat([call.pending, chunk]);
+      call.pending = undefined;
+    }
+    let offset = 0;
+    while (bytes.length - offset >= PREFIX_BYTES) {
+      const flag = bytes[offset]!;
+      const length = bytes.readUInt32BE(offset + 1);
+      if (length > maxReceiveMessageBytes) {
+        fail(
+          call,
+          GrpcStatus.RESOURCE_EXHAUSTED,
+          `received message larger than max (${length} vs. ${maxReceiveMessageBytes}; GRPC_MAX_RECEIVE_MESSAGE_LENGTH)`,
+        );
+        return;
+      }
+      const end = offset + PREFIX_BYTES + length;
+      if (end > bytes.length) break;
+      let message = bytes.subarray(offset + PREFIX_BYTES, end);
+      offset = end;
+      if (flag !== 0) {
+        const inflated = inflate(call, flag, message);
+        if (inflated === undefined) return;
+        message = inflated;
+      }
+      call.messages++;
+      if (call.kind === Kind.Bidi) {
+        handleBidiMessage(call, message);
+        if (call.done) return;
+      } else if (call.messages === 1) {
+        call.message = message;
+      } else {
+        fail(call, GrpcStatus.UNIMPLEMENTED, `${call.path} takes one request message`);
+        return;
+      }
+    }
+    if (offset < bytes.length) call.pending = bytes.subarray(offset);
+  }
+
+  /** The decompressed message, or `undefined` after failing the call. */
+  function inflate(call: Call, flag: number, message: Buffer): Buffer | undefined {
+    if (flag !== 1) {
+      fail(call, GrpcStatus.INTERNAL, `invalid compressed-flag ${flag} in message prefix`);
+      return undefined;
+    }
+    if (call.encoding === Encoding.Identity) {
+      fail(call, GrpcStatus.INTERNAL, 'compressed message without a grpc-encoding');
+      return undefined;
+    }
+    try {
+      const zoptions = { maxOutputLength: maxReceiveMessageBytes };
+      return call.encoding === Encoding.Gzip
+        ? zlib.gunzipSync(message, zoptions)
+        : zlib.inflateSync(message, zoptions);
+    } catch (err) {
+      const tooLarge = (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE';
+      if (tooLarge) {
+        fail(
+          call,
+          GrpcStatus.RESOURCE_EXHAUSTED,
+          `decompressed message larger than max (${maxReceiveMessageBytes}; GRPC_MAX_RECEIVE_MESSAGE_LENGTH)`,
+        );
+      } else {
+        fail(call, GrpcStatus.INTERNAL, `cannot decompress message: ${(err as Error).message}`);
+      }
+      return undefined;
+    }
+  }
+
+  function onEnd(this: http2.ServerHttp2Stream): void {
+    const call = (this as CallStream)[CALL]!;
+    if (call.done) return;
+    if (call.pending !== undefined) {
+      fail(call, GrpcStatus.INTERNAL, 'request ended inside a message');
+      return;
+    }
+    if (call.kind === Kind.Bidi) {
+      finishOk(call);
+      return;
+    }
+    const message = call.message;
+    if (message === undefined) {
+      fail(call, GrpcStatus.UNIMPLEMENTED, `${call.path} needs one request message, got none`);
+      return;
+    }
+    call.message = undefined;
+    if (call.path === RLS_PATH) shouldRateLimit(call, message);
+    else if (call.path === HEALTH_CHECK_PATH) healthCheck(call, message);
+    else healthWatch(call, message);
+  }
+
+  // ---- methods ---------------------------------------------------------------------------
+
+  function shouldRateLimit(call: Call, message: Buffer): void {
+    let request;
+    try {
+      request = decodeRateLimitRequest(message);
+    } catch (err) {
+      if (err instanceof DecodeError) {
+        fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed RateLimitRequest: ${err.message}`);
+      } else {
+        const { code, details } = toCallError(err, logger);
+        fail(call, code, details);
+      }
+      return;
+    }
+    let answer: Promise<RateLimitResponse>;
+    try {
+      answer = service.shouldRateLimit(request);
+    } catch (err) {
+      const { code, details } = toCallError(err, logger);
+      fail(call, code, details);
+      return;
+    }
+    answer.then(
+      (response) => answerRls(call, response),
+      (err: unknown) => {
+        const { code, details } = toCallError(err, logger);
+        fail(call, code, details);
+      },
+    );
+  }
+
+  function answerRls(call: Call, response: RateLimitResponse): void {
+    if (call.done) return;
+    let buf: Buffer;
+    try {
+      buf = encodeRateLimitResponse(response, PREFIX_BYTES);
+    } catch (err) {
+      const { code, details } = toCallError(
+        new SluiceError('INTERNAL', `cannot encode the response: ${(err as Error).message}`),
+        logger,
+      );
+      fail(call, code, details);
+      return;
+    }
+    writePrefix(buf, buf.length - PREFIX_BYTES);
+    sendUnary(call, buf);
+  }
+
+  /** Health status of `service` now (SERVICE_UNKNOWN for services this server does not have). */
+  function healthStatus(name: string): number {
+    if (name !== '' && name !== RLS_SERVICE_NAME) return SERVING_STATUS.SERVICE_UNKNOWN;
+    return serving() ? SERVING_STATUS.SERVING : SERVING_STATUS.NOT_SERVING;
+  }
+
+  function healthCheck(call: Call, message: Buffer): void {
+    let name: string;
+    try {
+      name = decodeHealthCheckRequest(message);
+    } catch (err) {
+      fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed HealthCheckRequest: ${String(err)}`);
+      return;
+    }
+    const status = healthStatus(name);
+    if (status === SERVING_STATUS.SERVICE_UNKNOWN) {
+      fail(call, GrpcStatus.NOT_FOUND, `unknown service ${name}`);
+      return;
+    }
+    sendUnary(call, frame(encodeHealthCheckResponse(status)));
+  }
+
+  function healthWatch(call: Call, message: Buffer): void {
+    let name: string;
+    try {
+      name = decodeHealthCheckRequest(message);
+    } catch (err) {
+      fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed HealthCheckRequest: ${String(err)}`);
+      return;
+    }
+    const stream = call.stream;
+    stream.respond(RESPONSE_HEADERS, RESPOND_WITH_TRAILERS);
+    stream.on('wantTrailers', sendOkTrailers);
+    let last = -1;
+    const check = (): void => {
+      if (call.done) return;
+      if (closing) {
+        // Tell the watcher, then end the stream so it does not hold the shutdown.
+        stream.write(frame(encodeHealthCheckResponse(SERVING_STATUS.NOT_SERVING)));
+        finishOk(call);
+        return;
+      }
+      const status = healthStatus(name);
+      if (status !== last) {
+        last = status;
+        stream.write(frame(encodeHealthCheckResponse(status)));
+      }
+    };
+    watchers.add(check);
+    const stopSignal = health?.watch(check);
+    call.unwatch = () => {
+      watchers.delete(check);
+      stopSignal?.();
+    };
+    check();
+  }
+
+  function handleBidiMessage(call: Call, message: Buffer): void {
+    const stream = call.stream;
+    if (!stream.headersSent) {
+      stream.respond(RESPONSE_HEADERS, RESPOND_WITH_TRAILERS);
+      stream.on('wantTrailers', sendOkTrailers);
+    }
+    let answer: Uint8Array;
+    try {
+      answer = reflection!.answer(call.path, message);
+    } catch (err) {
+      fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed reflection request: ${String(err)}`);
+      return;
+    }
+    stream.write(frame(answer));
+  }
+
+  // ---- answers ---------------------------------------------------------------------------
+
+  function sendUnary(call: Call, buf: Buffer): void {
+    call.done = true;
+    if (call.timer !== undefined) {
+      clearTimeout(call.timer);
+      call.timer = undefined;
+    }
+    const stream = call.stream;
+    if (stream.destroyed || stream.closed) return;
+    stream.respond(RESPONSE_HEADERS, RESPOND_WITH_TRAILERS);
+    stream.on('wantTrailers', sendOkTrailers);
+    stream.end(buf);
+  }
+
+  /** End a streaming call whose headers are sent, with status OK. */
+  function finishOk(call: Call): void {
+    call.done = true;
+    call.unwatch?.();
+    call.unwatch = undefined;
+    const stream = call.stream;
+    if (stream.destroyed || stream.closed) return;
+    if (!stream.headersSent) {
+      stream.respond(RESPONSE_HEADERS, RESPOND_WITH_TRAILERS);
+      stream.on('wantTrailers', sendOkTrailers);
+    }
+    stream.end();
+  }
+
+  /** End a call with a failure status. */
+  function fail(call: Call, code: GrpcStatusCode, details: string): void {
+    call.done = true;
+    if (call.timer !== undefined) {
+      clearTimeout(call.timer);
+      call.timer = undefined;
+    }
+    call.unwatch?.();
+    call.unwatch = undefined;
+    const stream = call.stream;
+    if (stream.destroyed || stream.closed) return;
+    if (stream.headersSent) {
+      // A streaming call already answering: the status goes in the trailers.
+      stream.removeListener('wantTrailers', sendOkTrailers);
+      stream.once('wantTrailers', function (this: http2.ServerHttp2Stream) {
+        this.sendTrailers({
+          'grpc-status': String(code),
+          'grpc-message': encodeGrpcMessage(details),
+        });
+      });
+      stream.end();
+      return;
+    }
+    trailersOnly(stream, code, details);
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------------
+
+  return {
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        const onError = (err: Error): void => {
+          reject(
+            new SluiceError(
+              'INVALID_SETTINGS',
+              `cannot listen on ${host}:${port} (set GRPC_HOST/GRPC_PORT or --grpc-host/--grpc-port): ${err.message}`,
+              { cause: err },
+            ),
+          );
+        };
+        server.once('error', onError);
+        server.listen(port, host, () => {
+          server.removeListener('error', onError);
+          server.on('error', (err) => logger.error({ err }, 'gRPC server error'));
+          listening = true;
+          for (const check of watchers) check();
+          resolve((server.address() as AddressInfo).port);
+        });
+      });
+    },
+    close(graceMs) {
+      closing = true;
+      for (const check of [...watchers]) check();
+      return new Promise<void>((resolve) => {
+        if (!listening) {
+          resolve();
+          return;
+        }
+        let finished = false;
+        const timer = setTimeout(() => {
+          if (sessions.size > 0) {
+            logger.warn({ graceMs }, 'in-flight calls did not finish in time; cancelling them');
+          }
+          for (const session of sessions) session.destroy(undefined, NGHTTP2_CANCEL);
+        }, graceMs);
+        timer.unref();
+        server.close(() => {
+          if (finished) return;
+          finished = true;
+          clearTimeout(timer);
+          listening = false;
+          resolve();
+        });
+        for (const session of sessions) goAway(session);
+      });
+    },
+  };
+}
+
+function isGrpcContentType(value: string): boolean {
+  if (!value.startsWith('application/grpc')) return false;
+  const rest = value.slice(16);
+  return rest === '' || rest === '+proto' || rest.startsWith(';') || rest.startsWith('+proto;');
+}
+
+function ignoreStreamError(): void {
+  // A peer's reset or a broken connection ends the call; nothing to answer any more.
+}
+
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/** A response that is only headers: the status of a call that failed before any message. */
+function trailersOnly(stream: http2.ServerHttp2Stream, code: number, details: string): void {
+  if (stream.destroyed || stream.closed) return;
+  stream.respond(
+    {
+      ':status': 200,
+      'content-type': 'application/grpc',
+      'grpc-accept-encoding': ACCEPT_ENCODING,
+      'grpc-status': String(code),
+      'grpc-message': encodeGrpcMessage(details),
+    },
+    RESPOND_AND_END,
+  );
+}

@@ -1,0 +1,58 @@
+/**
+ * One interface for the gRPC service port, whichever server implements it (`GRPC_SERVER`): the
+ * lean server on `node:http2` (transport/h2, the default) or @grpc/grpc-js (transport/grpc).
+ */
+import type { Logger } from '../logging/logger.js';
+import type { HealthSignal } from '../service/health.js';
+import type { RateLimitService } from '../service/rate-limit-service.js';
+import { createGrpcServer } from './grpc/server.js';
+import { loadRlsPackage } from './grpc/proto.js';
+import { createReflectionHandler } from './h2/reflection.js';
+import { createLeanServer } from './h2/server.js';
+
+/** Which implementation serves the gRPC port. */
+export type GrpcServerKind = 'lean' | 'grpc-js';
+
+/** Options for {@link createServiceServer}. */
+export interface ServiceServerOptions {
+  /** The implementation. */
+  readonly kind: GrpcServerKind;
+  /** The service to expose. */
+  readonly service: RateLimitService;
+  /** Module logger. */
+  readonly logger: Logger;
+  /** Largest accepted request message, bytes (`GRPC_MAX_RECEIVE_MESSAGE_LENGTH`). */
+  readonly maxReceiveMessageBytes: number;
+  /**
+   * The instance's health for grpc.health.v1.Health; `undefined`: SERVING from listen to close.
+   */
+  readonly health?: HealthSignal | undefined;
+}
+
+/** The gRPC service port: RateLimitService, health and reflection. */
+export interface ServiceServer {
+  /** Bind `host:port` (port 0 picks one) and start serving; resolves to the bound port. */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Stop accepting calls (health NOT_SERVING first), let in-flight calls finish for up to
+   * `graceMs`, then cancel the rest.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+/** Create the server `options.kind` names (not yet listening). */
+export function createServiceServer(options: ServiceServerOptions): ServiceServer {
+  const { kind, service, logger, maxReceiveMessageBytes, health } = options;
+  switch (kind) {
+    case 'lean':
+      return createLeanServer({
+        service,
+        logger,
+        maxReceiveMessageBytes,
+        health,
+        reflection: createReflectionHandler(loadRlsPackage()),
+      });
+    case 'grpc-js':
+      return createGrpcServer({ service, logger, maxReceiveMessageBytes, health });
+  }
+}
