@@ -9,6 +9,7 @@ import { formatResponse, parseDescriptor, sendQuery } from './cli/query.js';
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
 import { createLogger } from './logging/logger.js';
+import { secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
 
 const USAGE = `Usage:
@@ -69,7 +70,11 @@ async function serve(args: string[]): Promise<number> {
     backendType: values['backend-type'],
     shadowMode: values['shadow-mode'],
   });
-  const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
+  const logger = createLogger({
+    level: settings.logLevel,
+    format: settings.logFormat,
+    secrets: secretsFromEnv(process.env),
+  });
   const app = await createApp({ settings, logger });
   await app.start();
 

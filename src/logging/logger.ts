@@ -5,6 +5,7 @@
 import { Writable } from 'node:stream';
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type { LogLevel } from '../settings.js';
+import { REDACTED, redactUrl, scrubSecrets } from './redact.js';
 
 export type { Logger } from 'pino';
 
@@ -16,21 +17,58 @@ export interface LoggerOptions {
   readonly format: 'json' | 'text';
   /** Where lines go; default stdout. */
   readonly destination?: DestinationStream;
+  /**
+   * Secret values (see `secretsFromEnv`) removed from every line before it is written, whatever
+   * field or message they are in; default none.
+   */
+  readonly secrets?: readonly string[];
 }
 
 /** Paths whose values never reach the logs. */
-const REDACT = ['password', 'auth', '*.password', '*.auth', 'redisAuth', '*.redisAuth'];
+const REDACT = [
+  'password',
+  'auth',
+  '*.password',
+  '*.auth',
+  'redisAuth',
+  '*.redisAuth',
+  'REDIS_AUTH',
+  '*.REDIS_AUTH',
+];
+
+/** Paths holding URLs: logged with their credentials replaced (`redactUrl`). */
+const REDACT_URLS = ['redisUrl', '*.redisUrl', 'REDIS_URL', '*.REDIS_URL', 'url', '*.url'];
+const URL_KEYS = new Set(['redisUrl', 'REDIS_URL', 'url']);
 
 /** Create the root logger. */
 export function createLogger(options: LoggerOptions): Logger {
   const base = {
     level: options.level,
     base: { service: 'sluice' },
-    redact: { paths: REDACT, censor: '[redacted]' },
+    redact: {
+      paths: [...REDACT, ...REDACT_URLS],
+      censor: (value: unknown, path: readonly unknown[]): unknown => {
+        const last = path[path.length - 1];
+        const isUrl = typeof last === 'string' && URL_KEYS.has(last);
+        return isUrl && typeof value === 'string' ? redactUrl(value) : REDACTED;
+      },
+    },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  const destination = options.destination ?? pino.destination({ fd: 1, sync: false });
+  let destination: DestinationStream =
+    options.destination ?? pino.destination({ fd: 1, sync: false });
+  const secrets = options.secrets ?? [];
+  if (secrets.length > 0) destination = scrubbing(destination, secrets);
   return pino(base, options.format === 'text' ? textStream(destination) : destination);
+}
+
+/** Write each line to `out` with every secret value removed (logging is off the hot path). */
+function scrubbing(out: DestinationStream, secrets: readonly string[]): DestinationStream {
+  return {
+    write(line: string) {
+      out.write(scrubSecrets(line, secrets));
+    },
+  };
 }
 
 /** A logger that discards everything; for tests and benchmarks. */

@@ -43,7 +43,10 @@ function stoppableStore(): CounterStore & { down: boolean } {
 
 describe('/healthcheck and gRPC health follow the store', () => {
   const store = stoppableStore();
-  const health = createHealthSignal({ configLoaded: () => true, storeHealthy: store.healthy });
+  const health = createHealthSignal({
+    configLoaded: () => true,
+    storeHealthy: () => store.healthy(),
+  });
   let http: HttpServer;
   let grpcServer: GrpcServer;
   let base: string;

@@ -49,7 +49,7 @@ describe('docs/grafana-dashboard.json', () => {
     expect(unknown).toEqual([]);
   });
 
-  it('shows every metric sluice defines itself', async () => {
+  it('shows every metric sluice defines itself', () => {
     const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     const used = new Set(
       exprs.flatMap(metricNames).map((n) => n.replace(/_(bucket|sum|count)$/, '')),
