@@ -6,7 +6,7 @@ import type { Logger } from '../logging/logger.js';
 import type { HealthSignal } from '../service/health.js';
 import type { RateLimitService } from '../service/rate-limit-service.js';
 import { createGrpcServer } from './grpc/server.js';
-import { loadRlsPackage } from './grpc/proto.js';
+import { reflectionPackageDefinition } from './grpc/reflection.js';
 import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
 
@@ -50,7 +50,7 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         logger,
         maxReceiveMessageBytes,
         health,
-        reflection: createReflectionHandler(loadRlsPackage()),
+        reflection: createReflectionHandler(reflectionPackageDefinition()),
       });
     case 'grpc-js':
       return createGrpcServer({ service, logger, maxReceiveMessageBytes, health });

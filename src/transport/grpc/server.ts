@@ -12,6 +12,7 @@ import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
 import { requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
+import { reflectionPackageDefinition } from './reflection.js';
 
 /** gRPC status for each error code (defined once in transport/status.ts for both servers). */
 export { GRPC_STATUS_BY_CODE };
@@ -76,7 +77,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const health = new HealthImplementation({ '': 'NOT_SERVING', [RLS_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
   let stopHealthWatch: (() => void) | undefined;
-  new ReflectionService(pkg).addToServer(server);
+  // Complete descriptors (every file, its imports, health and reflection itself), so grpcurl and
+  // similar tools list, describe and call every service with no .proto files at hand.
+  new ReflectionService(reflectionPackageDefinition()).addToServer(server);
 
   server.addService(tolerant, {
     ShouldRateLimit(
