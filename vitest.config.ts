@@ -4,7 +4,22 @@ import { defineConfig } from 'vitest/config';
  * Test tiers: unit (pure, fake clocks); contract (proto/ and envoy.yaml against Envoy's published
  * protos, docker-compose.yml and the Dockerfile with the real compose CLI and their health checks
  * run); integration (real gRPC server on port 0); e2e (a real Envoy binary).
+ *
+ * Integration and e2e run with the default gRPC server (`GRPC_SERVER=lean`); the suites that
+ * exercise the gRPC port run a second time as `integration-grpc-js` / `e2e-grpc-js` with
+ * `GRPC_SERVER=grpc-js` (test helpers pass the variable to every app and process they start).
  */
+
+/** Integration suites that go through the gRPC port, run against both servers. */
+const GRPC_INTEGRATION = [
+  'grpc-service',
+  'bad-input',
+  'settings-wiring',
+  'cli',
+  'concurrency',
+  'http-health',
+].map((name) => `test/integration/${name}.test.ts`);
+
 export default defineConfig({
   test: {
     projects: [
@@ -20,6 +35,16 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          env: { GRPC_SERVER: 'lean' },
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: 'integration-grpc-js',
+          include: GRPC_INTEGRATION,
+          env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 30_000,
           hookTimeout: 30_000,
         },
@@ -28,6 +53,17 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
+          env: { GRPC_SERVER: 'lean' },
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: 'e2e-grpc-js',
+          include: ['test/e2e/envoy.test.ts'],
+          env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
           fileParallelism: false,

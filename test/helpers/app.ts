@@ -33,6 +33,8 @@ export async function startApp(
       PORT: '0',
       DEBUG_HOST: '127.0.0.1',
       DEBUG_PORT: '0',
+      // The gRPC server under test: vitest.config.ts runs the transport suites once per value.
+      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
       ...env,
     },
     {

@@ -22,7 +22,12 @@ export async function runCli(
 ): Promise<CliResult> {
   const proc = spawnManaged('sluice', process.execPath, [SLUICE_MAIN, ...args], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      // The gRPC server under test (vitest.config.ts runs the suites once per value).
+      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
+      ...env,
+    },
   });
   let stdout = '';
   let stderr = '';
