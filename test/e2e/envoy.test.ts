@@ -126,7 +126,10 @@ interface Stack {
  * Register beforeAll hooks that start upstream, sluice and Envoy (with `edit` applied to the
  * loopback copy of envoy.yaml); everything is stopped in afterAll by the process group.
  */
-function useStack(edit: (config: EnvoyConfig) => void = () => {}): Stack {
+function useStack(
+  edit: (config: EnvoyConfig) => void = () => {},
+  sluiceEnv: Record<string, string> = {},
+): Stack {
   const stack = { group: useProcessGroup() } as Stack;
   beforeAll(async () => {
     const binary = envoyBinary(envoy);
@@ -141,6 +144,7 @@ function useStack(edit: (config: EnvoyConfig) => void = () => {}): Stack {
     stack.sluice = await startSluice(stack.group, {
       configDir: DEMO_RULES_DIR,
       grpcPort: stack.ports.sluicePort,
+      env: sluiceEnv,
     });
     const config = rewriteForLoopback(loadShippedEnvoyConfig(), stack.ports);
     edit(config);
@@ -457,3 +461,82 @@ describe.skipIf(envoy.skip)(suite('the no-Docker demo: scripts/demo-envoy.sh'), 
     );
   });
 });
+
+/** A response as curl printed it with `-i`: status, headers (lower-case names), body. */
+interface CurlReply {
+  readonly status: number;
+  readonly headers: Map<string, string[]>;
+  readonly body: string;
+}
+
+/** `curl -sS -i URL`: what a real HTTP client receives through Envoy. */
+function curl(url: string): CurlReply {
+  const result = spawnSync('curl', ['-sS', '-i', '--max-time', '5', url], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`curl ${url} failed: ${result.stderr}`);
+  const [head = '', ...rest] = result.stdout.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = new Map<string, string[]>();
+  for (const line of lines) {
+    const at = line.indexOf(':');
+    const name = line.slice(0, at).trim().toLowerCase();
+    headers.set(name, [...(headers.get(name) ?? []), line.slice(at + 1).trim()]);
+  }
+  return { status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') };
+}
+
+describe.skipIf(envoy.skip)(
+  suite('rate limit headers from sluice reach a curl client through Envoy'),
+  () => {
+    describe('LIMIT_RESPONSE_HEADERS_ENABLED: the reference headers', () => {
+      const stack = useStack(() => {}, { LIMIT_RESPONSE_HEADERS_ENABLED: 'true' });
+
+      it('RateLimit-Limit, -Remaining and -Reset on 200s and on the 429', () => {
+        const base = `http://127.0.0.1:${stack.ports.listenerPort}`;
+        // "/" is generic_key=default, 5 per minute (envoy/ratelimit/edge.yaml).
+        for (let i = 1; i <= 5; i++) {
+          const reply = curl(`${base}/`);
+          expect(reply.status, `request ${i}`).toBe(200);
+          expect(reply.headers.get('ratelimit-limit')).toEqual(['5']);
+          expect(reply.headers.get('ratelimit-remaining')).toEqual([String(5 - i)]);
+          const reset = Number(reply.headers.get('ratelimit-reset')?.[0]);
+          expect(reset).toBeGreaterThanOrEqual(45);
+          expect(reset).toBeLessThanOrEqual(63);
+        }
+        const over = curl(`${base}/`);
+        expect(over.status).toBe(429);
+        expect(over.headers.get('x-envoy-ratelimited')).toEqual(['true']);
+        expect(over.headers.get('ratelimit-limit')).toEqual(['5']);
+        expect(over.headers.get('ratelimit-remaining')).toEqual(['0']);
+      });
+    });
+
+    describe('LIMIT_RESPONSE_HEADERS_FORMAT=ietf and LIMIT_PROBLEM_JSON_ENABLED', () => {
+      const stack = useStack(() => {}, {
+        LIMIT_RESPONSE_HEADERS_ENABLED: 'true',
+        LIMIT_RESPONSE_HEADERS_FORMAT: 'ietf',
+        LIMIT_PROBLEM_JSON_ENABLED: 'true',
+      });
+
+      it('RateLimit-Policy and RateLimit on 200s; Retry-After and a problem+json body on the 429', () => {
+        const base = `http://127.0.0.1:${stack.ports.listenerPort}`;
+        for (let i = 1; i <= 5; i++) {
+          const reply = curl(`${base}/`);
+          expect(reply.status, `request ${i}`).toBe(200);
+          expect(reply.headers.get('ratelimit-policy')).toEqual([
+            '"edge.generic_key_default";q=5;w=60',
+          ]);
+          expect(reply.headers.get('ratelimit')?.[0]).toMatch(
+            new RegExp(`^"edge.generic_key_default";r=${5 - i};t=\\d+$`),
+          );
+          expect(reply.headers.get('retry-after')).toBeUndefined();
+        }
+        const over = curl(`${base}/`);
+        expect(over.status).toBe(429);
+        expect(Number(over.headers.get('retry-after')?.[0])).toBeGreaterThanOrEqual(1);
+        expect(over.headers.get('content-type')).toEqual(['application/problem+json']);
+        const problem = JSON.parse(over.body) as Record<string, unknown>;
+        expect(problem).toMatchObject({ status: 429, title: 'Too Many Requests' });
+      });
+    });
+  },
+);
