@@ -417,3 +417,70 @@ describe('SHADOW_MODE counts global_shadow_mode', () => {
     });
   });
 });
+
+describe('/metrics keys for value_to_metric, detailed_metric and multi-hit requests', () => {
+  const rules = `
+domain: edge
+descriptors:
+  - key: v2m
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: wild
+    value: "pre*"
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: ip
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: n
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`;
+  let app: App;
+  let base: string;
+  beforeAll(async () => {
+    const dir = await ruleDir({ 'edge.yaml': rules });
+    const settings = loadSettings(
+      { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', HOST: '127.0.0.1', PORT: '0', DEBUG_PORT: '0' },
+      { config: [dir] },
+    );
+    app = await createApp({ settings, logger: silentLogger(), clock: createManualClock().now });
+    base = `http://127.0.0.1:${(await app.start()).httpPort}`;
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('match what the pinned reference exported for the same calls', async () => {
+    const call = (descriptors: unknown[]): Promise<Response> =>
+      postJson(base, { domain: 'edge', descriptors });
+    await call([
+      { entries: [{ key: 'v2m', value: 'abc' }] },
+      { entries: [{ key: 'wild', value: 'prefix1' }] },
+      { entries: [{ key: 'ip', value: '10.1.2.3' }] },
+      { entries: [{ key: 'n', value: 'a:b|c' }] },
+    ]);
+    await call([{ entries: [{ key: 'n', value: 'x' }], hitsAddend: 3 }]);
+    for (let i = 0; i < 8; i++) await call([{ entries: [{ key: 'n', value: 'x' }] }]);
+    expect((await call([{ entries: [{ key: 'v2m', value: 'abc' }], hitsAddend: 9 }])).status).toBe(
+      200,
+    );
+    expect((await call([{ entries: [{ key: 'v2m', value: 'abc' }], hitsAddend: 3 }])).status).toBe(
+      429,
+    );
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(series(text, 'ratelimit_service_rate_limit_')).toEqual({
+      'ratelimit_service_rate_limit_near_limit{domain="edge",key1="n"}': 2,
+      'ratelimit_service_rate_limit_near_limit{domain="edge",key1="v2m_abc"}': 2,
+      'ratelimit_service_rate_limit_over_limit{domain="edge",key1="n"}': 1,
+      'ratelimit_service_rate_limit_over_limit{domain="edge",key1="v2m_abc"}': 3,
+      'ratelimit_service_rate_limit_total_hits{domain="edge",key1="ip_10_1_2_3"}': 1,
+      'ratelimit_service_rate_limit_total_hits{domain="edge",key1="n"}': 12,
+      'ratelimit_service_rate_limit_total_hits{domain="edge",key1="v2m_abc"}': 13,
+      'ratelimit_service_rate_limit_total_hits{domain="edge",key1="wild_prefix1"}': 1,
+      'ratelimit_service_rate_limit_within_limit{domain="edge",key1="ip_10_1_2_3"}': 1,
+      'ratelimit_service_rate_limit_within_limit{domain="edge",key1="n"}': 11,
+      'ratelimit_service_rate_limit_within_limit{domain="edge",key1="v2m_abc"}': 10,
+      'ratelimit_service_rate_limit_within_limit{domain="edge",key1="wild_prefix1"}': 1,
+    });
+  });
+});
