@@ -94,6 +94,8 @@ const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
 export const ACCEPT_ENCODING = 'identity,deflate,gzip';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+/** How long the first GOAWAY's PING may go unanswered before the final GOAWAY, ms. */
+const GOAWAY_PING_TIMEOUT_MS = 1_000;
 /** Largest stream id: the first GOAWAY of a graceful close promises to take every stream. */
 const MAX_STREAM_ID = 2 ** 31 - 1;
 
@@ -112,6 +114,8 @@ const enum Encoding {
   Identity,
   Gzip,
   Deflate,
+  /** Named in `grpc-encoding` but not supported: fails the call if a message is compressed. */
+  Unsupported,
 }
 
 /** What kind of method a call is, which decides when its handler runs. */
@@ -223,8 +227,17 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   function goAway(session: http2.ServerHttp2Session): void {
     if (session.closed || session.destroyed) return;
     session.goaway(NGHTTP2_NO_ERROR, MAX_STREAM_ID);
-    const sent = session.ping(() => session.close());
-    if (!sent) session.close();
+    let sentFinal = false;
+    const final = (): void => {
+      if (sentFinal) return;
+      sentFinal = true;
+      clearTimeout(timer);
+      if (!session.closed && !session.destroyed) session.close();
+    };
+    // Some clients (grpc-js after a GOAWAY) never answer the PING: do not wait for it forever.
+    const timer = setTimeout(final, GOAWAY_PING_TIMEOUT_MS);
+    timer.unref();
+    if (!session.ping(final)) final();
   }
 
   // ---- calls -----------------------------------------------------------------------------
@@ -255,14 +268,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     if (encodingHeader !== undefined && encodingHeader !== 'identity') {
       if (encodingHeader === 'gzip') encoding = Encoding.Gzip;
       else if (encodingHeader === 'deflate') encoding = Encoding.Deflate;
-      else {
-        trailersOnly(
-          stream,
-          GrpcStatus.UNIMPLEMENTED,
-          `grpc-encoding ${String(encodingHeader)} is not supported; use one of ${ACCEPT_ENCODING}`,
-        );
-        return;
-      }
+      else encoding = Encoding.Unsupported;
     }
 
     const call: Call = {
@@ -362,6 +368,14 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     }
     if (call.encoding === Encoding.Identity) {
       fail(call, GrpcStatus.INTERNAL, 'compressed message without a grpc-encoding');
+      return undefined;
+    }
+    if (call.encoding === Encoding.Unsupported) {
+      fail(
+        call,
+        GrpcStatus.UNIMPLEMENTED,
+        `message compressed with an unsupported grpc-encoding; use one of ${ACCEPT_ENCODING}`,
+      );
       return undefined;
     }
     try {
