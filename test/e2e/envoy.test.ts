@@ -12,7 +12,7 @@
  *
  * Each describe block runs its own sluice (counters live in memory) and its own Envoy.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -469,11 +469,23 @@ interface CurlReply {
   readonly body: string;
 }
 
-/** `curl -sS -i URL`: what a real HTTP client receives through Envoy. */
-function curl(url: string): CurlReply {
-  const result = spawnSync('curl', ['-sS', '-i', '--max-time', '5', url], { encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`curl ${url} failed: ${result.stderr}`);
-  const [head = '', ...rest] = result.stdout.split('\r\n\r\n');
+/**
+ * `curl -sS -i URL`: what a real HTTP client receives through Envoy. Run asynchronously: the
+ * loopback upstream lives in this process, so a blocking spawn would stall it.
+ */
+async function curl(url: string): Promise<CurlReply> {
+  const stdout = await new Promise<string>((resolve, reject) => {
+    execFile(
+      'curl',
+      ['-sS', '-i', '--max-time', '5', url],
+      { encoding: 'utf8' },
+      (error, out, err) => {
+        if (error) reject(new Error(`curl ${url} failed: ${err || error.message}`));
+        else resolve(out);
+      },
+    );
+  });
+  const [head = '', ...rest] = stdout.split('\r\n\r\n');
   const [statusLine = '', ...lines] = head.split('\r\n');
   const headers = new Map<string, string[]>();
   for (const line of lines) {
@@ -490,11 +502,11 @@ describe.skipIf(envoy.skip)(
     describe('LIMIT_RESPONSE_HEADERS_ENABLED: the reference headers', () => {
       const stack = useStack(() => {}, { LIMIT_RESPONSE_HEADERS_ENABLED: 'true' });
 
-      it('RateLimit-Limit, -Remaining and -Reset on 200s and on the 429', () => {
+      it('RateLimit-Limit, -Remaining and -Reset on 200s and on the 429', async () => {
         const base = `http://127.0.0.1:${stack.ports.listenerPort}`;
         // "/" is generic_key=default, 5 per minute (envoy/ratelimit/edge.yaml).
         for (let i = 1; i <= 5; i++) {
-          const reply = curl(`${base}/`);
+          const reply = await curl(`${base}/`);
           expect(reply.status, `request ${i}`).toBe(200);
           expect(reply.headers.get('ratelimit-limit')).toEqual(['5']);
           expect(reply.headers.get('ratelimit-remaining')).toEqual([String(5 - i)]);
@@ -502,7 +514,7 @@ describe.skipIf(envoy.skip)(
           expect(reset).toBeGreaterThanOrEqual(45);
           expect(reset).toBeLessThanOrEqual(63);
         }
-        const over = curl(`${base}/`);
+        const over = await curl(`${base}/`);
         expect(over.status).toBe(429);
         expect(over.headers.get('x-envoy-ratelimited')).toEqual(['true']);
         expect(over.headers.get('ratelimit-limit')).toEqual(['5']);
@@ -517,10 +529,10 @@ describe.skipIf(envoy.skip)(
         LIMIT_PROBLEM_JSON_ENABLED: 'true',
       });
 
-      it('RateLimit-Policy and RateLimit on 200s; Retry-After and a problem+json body on the 429', () => {
+      it('RateLimit-Policy and RateLimit on 200s; Retry-After and a problem+json body on the 429', async () => {
         const base = `http://127.0.0.1:${stack.ports.listenerPort}`;
         for (let i = 1; i <= 5; i++) {
-          const reply = curl(`${base}/`);
+          const reply = await curl(`${base}/`);
           expect(reply.status, `request ${i}`).toBe(200);
           expect(reply.headers.get('ratelimit-policy')).toEqual([
             '"edge.generic_key_default";q=5;w=60',
@@ -530,7 +542,7 @@ describe.skipIf(envoy.skip)(
           );
           expect(reply.headers.get('retry-after')).toBeUndefined();
         }
-        const over = curl(`${base}/`);
+        const over = await curl(`${base}/`);
         expect(over.status).toBe(429);
         expect(Number(over.headers.get('retry-after')?.[0])).toBeGreaterThanOrEqual(1);
         expect(over.headers.get('content-type')).toEqual(['application/problem+json']);
