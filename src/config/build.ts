@@ -6,7 +6,7 @@
 import { UNIT_MS, type RateLimitUnit } from '../model.js';
 import type { LimitMatch, RateLimitRule } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
-import { compileGlob, isWildcard, type Glob } from './glob.js';
+import { compileGlob, isKeyWildcard, isWildcard, type Glob } from './glob.js';
 
 /** One node of the tree: a configured descriptor. */
 export class ConfigNode {
@@ -24,6 +24,21 @@ export interface WildcardNode {
   readonly glob: Glob;
   /** The node. */
   readonly node: ConfigNode;
+  /** Declaration index within its level: wildcards are tried in this order. */
+  readonly order: number;
+}
+
+/**
+ * A key-only node whose key ends with `*` (`key: "b*"`): like the reference, it matches a request
+ * entry whose joined `key_value` text starts with `prefix` (docs/compatibility.md).
+ */
+export interface KeyWildcardNode {
+  /** The key without its trailing `*`. */
+  readonly prefix: string;
+  /** The node. */
+  readonly node: ConfigNode;
+  /** Declaration index within its level, shared with {@link WildcardNode.order}. */
+  readonly order: number;
 }
 
 /** The descriptors of one level (a domain's top level, or a node's nested descriptors). */
@@ -34,6 +49,8 @@ export class ConfigLevel {
   readonly wildcards = new Map<string, WildcardNode[]>();
   /** key -> the key-only (default) node. */
   readonly defaults = new Map<string, ConfigNode>();
+  /** Key wildcards (`key: "b*"`, no value) in declaration order; usually empty. */
+  readonly keyWildcards: KeyWildcardNode[] = [];
 }
 
 /** A built domain: its tree and its rules for `/rlconfig`. */
@@ -80,14 +97,16 @@ function addDescriptors(
   parentKey: string,
   sharedByDepth: readonly (string | undefined)[],
 ): void {
-  for (const descriptor of descriptors) {
+  for (let order = 0; order < descriptors.length; order++) {
+    const descriptor = descriptors[order]!;
     const wildcard = descriptor.value !== '' && isWildcard(descriptor.value);
+    const keyWildcard = isKeyWildcard(descriptor.key, descriptor.value);
     const finalKey =
       descriptor.value === '' ? descriptor.key : `${descriptor.key}_${descriptor.value}`;
     const fullKey = parentKey + finalKey;
-    const shared = sharedByDepth.concat(
-      wildcard && descriptor.shareThreshold ? descriptor.value : undefined,
-    );
+    // A shared key wildcard counts under its key pattern, as the reference's does.
+    const sharedPattern = keyWildcard ? descriptor.key : wildcard ? descriptor.value : undefined;
+    const shared = sharedByDepth.concat(descriptor.shareThreshold ? sharedPattern : undefined);
 
     let children: ConfigLevel | undefined;
     if (descriptor.descriptors.length > 0) {
@@ -103,6 +122,10 @@ function addDescriptors(
     }
 
     const node = new ConfigNode(match, children);
+    if (keyWildcard) {
+      level.keyWildcards.push(Object.freeze({ prefix: descriptor.key.slice(0, -1), node, order }));
+      continue;
+    }
     if (descriptor.value === '') {
       level.defaults.set(descriptor.key, node);
       continue;
@@ -121,7 +144,7 @@ function addDescriptors(
         list = [];
         level.wildcards.set(descriptor.key, list);
       }
-      list.push(Object.freeze({ glob: compileGlob(descriptor.value), node }));
+      list.push(Object.freeze({ glob: compileGlob(descriptor.value), node, order }));
     }
   }
 }

@@ -53,3 +53,25 @@ export function matchGlob(glob: Glob, value: string): boolean {
   }
   return true;
 }
+
+/**
+ * True for a key-only descriptor whose key ends with `*` (`key: "b*"`): the reference's wildcard
+ * test runs on the joined `key_value` text, so such a node matches every request entry whose
+ * `key_value` starts with the text before the `*` (docs/compatibility.md).
+ */
+export function isKeyWildcard(key: string, value: string): boolean {
+  return value === '' && key.endsWith('*');
+}
+
+/**
+ * True when the request entry's joined text `key_value` starts with `prefix`, without building
+ * the joined string.
+ */
+export function joinedStartsWith(key: string, value: string, prefix: string): boolean {
+  if (prefix.length <= key.length) return key.startsWith(prefix);
+  return (
+    prefix.startsWith(key) &&
+    prefix.charCodeAt(key.length) === 95 /* '_' */ &&
+    value.startsWith(prefix.slice(key.length + 1))
+  );
+}

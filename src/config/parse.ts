@@ -12,8 +12,8 @@ import {
   visit,
   type Document,
   type Node as YamlAnyNode,
+  YAMLMap,
   type Scalar,
-  type YAMLMap,
   type YAMLSeq,
 } from 'yaml';
 import type { ConfigProblem } from '../errors.js';
@@ -99,57 +99,82 @@ export interface ParsedFile {
 
 // YAML 1.1, as the reference's gopkg.in/yaml.v2 reads it: yes/no/on/off are booleans and `<<`
 // merge keys work, so a file means the same to sluice as to the reference.
+// Repeated keys are allowed, as gopkg.in/yaml.v2 allows them: `mapEntries` keeps the last one
+// (merging repeated mappings) and reports the repetition as a warning (docs/compatibility.md).
 const PARSE_OPTIONS = {
   version: '1.1',
   merge: true,
-  uniqueKeys: true,
+  uniqueKeys: false,
   prettyErrors: true,
 } as const;
 
-/** Parse one configuration file. Never throws: syntax errors become problems. */
+/**
+ * Parse one configuration file. Never throws: syntax errors become problems.
+ *
+ * Only the first YAML document is read, as the reference's `yaml.Unmarshal` reads only the first:
+ * later documents (after `---`) are ignored, with a warning naming them, and so are their syntax
+ * errors (docs/compatibility.md, "Several YAML documents").
+ */
 export function parseConfigYaml(file: string, content: string): ParsedFile {
   const lineCounter = new LineCounter();
   const sink = new ProblemSink(file, lineCounter);
   const docs = parseAllDocuments(content, { ...PARSE_OPTIONS, lineCounter });
   const documents: Document.Parsed[] = Array.isArray(docs) ? docs : [];
+  const first = documents[0];
+  const resolve = (node: unknown): YamlNode | null => resolveNode(first, node);
 
+  if (documents.length > 1) warnIgnoredDocuments(documents, sink);
   let broken = false;
-  for (const doc of documents) {
-    for (const error of doc.errors) {
+  if (first !== undefined) {
+    for (const error of first.errors) {
       broken = true;
       sink.add('', `error loading config file: ${firstLine(error.message)}`);
     }
-    if (doc.errors.length === 0 && !checkAliases(doc, sink)) broken = true;
+    if (first.errors.length === 0 && !checkAliases(first, sink)) broken = true;
   }
-  const first = documents[0];
-  const resolve = (node: unknown): YamlNode | null => resolveNode(first, node);
   if (broken) return { file, root: undefined, sink, resolve };
+  const root = first === undefined ? null : resolveNode(first, first.contents);
+  return { file, root, sink, resolve };
+}
 
-  const nonEmpty = documents.filter((doc) => doc.contents !== null && !isEmptyScalar(doc.contents));
-  if (nonEmpty.length > 1) {
-    sink.add(
-      '',
-      `config file must hold one YAML document (one domain per file) but holds ${nonEmpty.length}; ` +
-        'split it into one file per document',
-    );
-  }
-  const doc = nonEmpty[0];
-  return { file, root: doc === undefined ? null : resolveNode(doc, doc.contents), sink, resolve };
+/** One warning naming every document after the first, with its line. */
+function warnIgnoredDocuments(documents: readonly Document.Parsed[], sink: ProblemSink): void {
+  const ignored = documents.slice(1).map((doc, index) => {
+    const position = sink.position(doc.contents ?? undefined);
+    const at = position === undefined ? '' : ` at line ${position.line}`;
+    const broken = doc.errors.length > 0 ? ', which is not valid YAML either' : '';
+    return `document ${index + 2}${at}${broken}`;
+  });
+  sink.warn(
+    '',
+    `the file holds ${documents.length} YAML documents; only the first is loaded, as ` +
+      `envoyproxy/ratelimit does, so ${ignored.join(' and ')} ${ignored.length > 1 ? 'are' : 'is'} ` +
+      'ignored; put each domain in its own file',
+  );
 }
 
 /**
  * The entries of a mapping in document order, with `<<` merge keys expanded: a key written in
  * the mapping wins over a merged one, and among merged mappings the earlier one wins (YAML's
  * merge rules). Keys that are not strings are reported through `onBadKey` and skipped.
+ *
+ * A key written more than once reads as gopkg.in/yaml.v2 decodes it into the reference's structs:
+ * the last occurrence wins, except that a run of repeated mappings at the end is merged, later
+ * keys over earlier ones (`rate_limit: {unit: hour, requests_per_unit: 2}` then
+ * `rate_limit: {requests_per_unit: 7}` is 7 per hour). The entry sits at the first occurrence's
+ * place, and `onRepeated` hears of every repetition.
  */
 export function mapEntries(
   map: YAMLMap,
   resolve: (node: unknown) => YamlNode | null,
   onBadKey: (keyNode: YamlAnyNode | null, text: string) => void,
+  onRepeated?: (repeated: RepeatedKey) => void,
 ): MapEntry[] {
   const explicit: MapEntry[] = [];
   const merged: MapEntry[] = [];
   const sources: YAMLMap[] = [];
+  const occurrences = new Map<string, MapEntry[]>();
+  let repeated = false;
   for (const pair of map.items) {
     const keyNode = pair.key as YamlAnyNode | null;
     if (isMergeKey(keyNode)) {
@@ -160,7 +185,28 @@ export function mapEntries(
       onBadKey(keyNode, describeNode(keyNode));
       continue;
     }
-    explicit.push({ key: keyNode.value, keyNode, value: resolve(pair.value) });
+    const entry: MapEntry = { key: keyNode.value, keyNode, value: resolve(pair.value) };
+    const seen = occurrences.get(entry.key);
+    if (seen === undefined) {
+      occurrences.set(entry.key, [entry]);
+      explicit.push(entry);
+    } else {
+      seen.push(entry);
+      repeated = true;
+    }
+  }
+  if (repeated) {
+    for (let i = 0; i < explicit.length; i++) {
+      const all = occurrences.get(explicit[i]!.key)!;
+      if (all.length === 1) continue;
+      const combined = combineRepeated(all);
+      explicit[i] = combined.entry;
+      onRepeated?.({
+        key: combined.entry.key,
+        keyNodes: all.map((e) => e.keyNode),
+        merged: combined.merged,
+      });
+    }
   }
   const seen = new Set(explicit.map((entry) => entry.key));
   for (const source of sources) {
@@ -171,6 +217,30 @@ export function mapEntries(
     }
   }
   return explicit.concat(merged);
+}
+
+/** A key written more than once in one mapping. */
+export interface RepeatedKey {
+  /** The key text. */
+  readonly key: string;
+  /** Every occurrence's key node, in document order. */
+  readonly keyNodes: readonly YamlAnyNode[];
+  /** True when mappings were merged; false when the last occurrence simply won. */
+  readonly merged: boolean;
+}
+
+/** yaml.v2's reading of repeated keys: the last wins, a trailing run of mappings is merged. */
+function combineRepeated(all: readonly MapEntry[]): { entry: MapEntry; merged: boolean } {
+  const last = all[all.length - 1]!;
+  let start = all.length - 1;
+  while (start > 0 && isMap(all[start - 1]!.value) && isMap(last.value)) start--;
+  if (start === all.length - 1) return { entry: last, merged: false };
+  const combined = new YAMLMap<unknown, unknown>();
+  for (let i = start; i < all.length; i++) {
+    combined.items.push(...(all[i]!.value as YAMLMap<unknown, unknown>).items);
+  }
+  combined.range = (last.value as YAMLMap).range;
+  return { entry: { key: last.key, keyNode: last.keyNode, value: combined }, merged: true };
 }
 
 /** A short description of a node for messages: its source text, or the kind of collection. */
@@ -250,11 +320,88 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
   return ok;
 }
 
-function isEmptyScalar(node: unknown): boolean {
-  return isScalar(node) && node.value === null;
-}
-
 function firstLine(message: string): string {
   const line = message.split('\n', 1)[0] ?? message;
   return line.endsWith(':') ? line.slice(0, -1) : line;
+}
+
+/**
+ * How gopkg.in/yaml.v2 (the reference's YAML library) reads a scalar when it decodes into a
+ * generic value: what the reference's key check (`validateYamlKeys`) then accepts (`string`,
+ * `int`, `bool`, `null`) or refuses ("error checking config": `float`, and `uint64` for whole
+ * numbers above 2^63-1). Quoted and block scalars are strings; dates stay strings there too.
+ */
+export type GoScalarKind = 'null' | 'bool' | 'int' | 'uint64' | 'float' | 'string';
+
+const GO_BOOL_AND_NULL: ReadonlyMap<string, GoScalarKind> = new Map([
+  ...['y', 'Y', 'yes', 'Yes', 'YES', 'true', 'True', 'TRUE', 'on', 'On', 'ON'].map(
+    (s) => [s, 'bool'] as const,
+  ),
+  ...['n', 'N', 'no', 'No', 'NO', 'false', 'False', 'FALSE', 'off', 'Off', 'OFF'].map(
+    (s) => [s, 'bool'] as const,
+  ),
+  ...['', '~', 'null', 'Null', 'NULL'].map((s) => [s, 'null'] as const),
+  ...['.nan', '.NaN', '.NAN', '.inf', '.Inf', '.INF', '+.inf', '+.Inf', '+.INF'].map(
+    (s) => [s, 'float'] as const,
+  ),
+  ...['-.inf', '-.Inf', '-.INF'].map((s) => [s, 'float'] as const),
+]);
+
+const GO_YAML_FLOAT = /^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/;
+const GO_DATE_PREFIX = /^[0-9]{4}-/;
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** {@link GoScalarKind} of a scalar node (see there). */
+export function goScalarKind(node: Scalar): GoScalarKind {
+  if (node.type !== 'PLAIN') return 'string';
+  if (node.tag !== undefined) return node.tag.endsWith(':float') ? 'float' : 'string';
+  const text = node.source ?? '';
+  const known = GO_BOOL_AND_NULL.get(text);
+  if (known !== undefined) return known;
+  const first = text.charAt(0);
+  if (first === '.') {
+    return /^\.[0-9]+([eE][-+]?[0-9]+)?$/.test(text) ? 'float' : 'string';
+  }
+  if (!/^[-+0-9]/.test(first)) return 'string';
+  // yaml.v2 tries a timestamp first; its dates read as strings into a generic value.
+  if (GO_DATE_PREFIX.test(text) && isGoTimestamp(text)) return 'string';
+  const plain = text.replace(/_/g, '');
+  const whole = goParseInt(plain);
+  if (whole !== undefined) {
+    if (whole >= -INT64_MAX - 1n && whole <= INT64_MAX) return 'int';
+    if (whole >= 0n && whole <= UINT64_MAX && !plain.startsWith('-') && !plain.startsWith('+')) {
+      return 'uint64';
+    }
+  }
+  if (GO_YAML_FLOAT.test(plain) && Number.isFinite(Number(plain))) return 'float';
+  return 'string';
+}
+
+/**
+ * The whole number yaml.v2 reads from `text` (Go's `strconv.ParseInt(text, 0, 64)` syntax: an
+ * optional sign, then `0x`, `0o`, `0b` or a leading `0` for octal, else decimal), unbounded;
+ * `undefined` when it is not one. Use with {@link goScalarKind} `int` to get the value.
+ */
+export function goParseInt(text: string): bigint | undefined {
+  const match = /^([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$/.exec(
+    text,
+  );
+  if (match === null) return undefined;
+  const sign = match[1] === '-' ? -1n : 1n;
+  const digits = match[2]!;
+  let value: bigint;
+  if (/^0[oO]/.test(digits)) value = BigInt(`0o${digits.slice(2)}`);
+  else if (/^0[0-7]+$/.test(digits)) value = BigInt(`0o${digits.slice(1)}`);
+  else value = BigInt(digits);
+  return sign * value;
+}
+
+function isGoTimestamp(text: string): boolean {
+  return (
+    /^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}$/.test(text) ||
+    /^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}[Tt ][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?$/.test(
+      text,
+    )
+  );
 }

@@ -12,15 +12,21 @@ import type { ConfigProblem } from '../errors.js';
 import {
   describeNode,
   formatPosition,
+  goParseInt,
+  goScalarKind,
   mapEntries,
   parseConfigYaml,
   type MapEntry,
   type ParsedFile,
   type ProblemSink,
+  type RepeatedKey,
   type SourcePosition,
   type YamlNode,
 } from './parse.js';
-import { isWildcard } from './glob.js';
+import { isKeyWildcard, isWildcard } from './glob.js';
+import { ALGORITHMS, SLIDING_LOG_MAX_LIMIT, type Algorithm } from '../algorithms/types.js';
+import { TOKEN_BUCKET_MAX_PRODUCT } from '../algorithms/token-bucket.js';
+import { UNIT_MS } from '../model.js';
 
 /** A validated `rate_limit` block. */
 export interface RateLimitConfig {
@@ -34,6 +40,12 @@ export interface RateLimitConfig {
   readonly name: string;
   /** The names listed under `replaces`. */
   readonly replaces: readonly string[];
+  /** `algorithm` (sluice extension); `undefined` when absent: the `DEFAULT_ALGORITHM` applies. */
+  readonly algorithm: Algorithm | undefined;
+  /** `unit_multiplier` (sluice extension), 1 when absent. */
+  readonly unitMultiplier: number;
+  /** `burst` (sluice extension, token_bucket only); `undefined` when absent. */
+  readonly burst: number | undefined;
 }
 
 /** A validated descriptor node of a file. */
@@ -48,6 +60,11 @@ export interface DescriptorConfig {
   readonly position: SourcePosition | undefined;
   /** The rule, `undefined` when the node has none (or it was invalid). */
   readonly rateLimit: RateLimitConfig | undefined;
+  /**
+   * `rate_limits` (sluice extension): several limits on this node, all applied; `undefined` when
+   * absent. Never set together with `rateLimit`.
+   */
+  readonly rateLimits: readonly RateLimitConfig[] | undefined;
   /** Nested descriptors, matched against the request's next entry. */
   readonly descriptors: readonly DescriptorConfig[];
   /** `shadow_mode`. */
@@ -102,6 +119,10 @@ export interface FileSetValidation {
 }
 
 const ROOT_KEYS = ['domain', 'descriptors'] as const;
+/** Keys sluice adds to a descriptor node (docs/configuration.md, "Extensions"). */
+export const DESCRIPTOR_EXTENSION_KEYS = ['rate_limits'] as const;
+/** Keys sluice adds to a `rate_limit` block. */
+export const RATE_LIMIT_EXTENSION_KEYS = ['algorithm', 'unit_multiplier', 'burst'] as const;
 /** Keys of a descriptor node in the reference's format (what a reference file may use). */
 export const DESCRIPTOR_KEYS = [
   'key',
@@ -125,16 +146,22 @@ export const RATE_LIMIT_KEYS = [
 ] as const;
 const REPLACES_KEYS = ['name'] as const;
 
+const ALL_DESCRIPTOR_KEYS: readonly string[] = [...DESCRIPTOR_KEYS, ...DESCRIPTOR_EXTENSION_KEYS];
+const ALL_RATE_LIMIT_KEYS: readonly string[] = [...RATE_LIMIT_KEYS, ...RATE_LIMIT_EXTENSION_KEYS];
+
 /** Where each key belongs, to tell a misplaced key from an unknown one. */
 const PLACES: readonly { readonly keys: readonly string[]; readonly description: string }[] = [
   { keys: ROOT_KEYS, description: 'at the top level of the file' },
-  { keys: DESCRIPTOR_KEYS, description: "on a descriptor, next to 'key'" },
-  { keys: RATE_LIMIT_KEYS, description: 'inside rate_limit' },
+  { keys: ALL_DESCRIPTOR_KEYS, description: "on a descriptor, next to 'key'" },
+  { keys: ALL_RATE_LIMIT_KEYS, description: 'inside rate_limit' },
   { keys: REPLACES_KEYS, description: 'inside a replaces entry' },
 ];
 
-// Sluice-only keys from the SPEC's extensions; rejected until that work lands.
-const EXTENSION_KEYS = new Set(['algorithm', 'unit_multiplier', 'burst', 'rate_limits']);
+// Sluice-only keys: a misplaced one is an error (a reference file never has them), not a warning.
+const EXTENSION_KEYS: ReadonlySet<string> = new Set([
+  ...DESCRIPTOR_EXTENSION_KEYS,
+  ...RATE_LIMIT_EXTENSION_KEYS,
+]);
 
 const UNIT_BY_UPPER_NAME: ReadonlyMap<string, RateLimitUnit> = new Map(
   RATE_LIMIT_UNITS.map((unit) => [unit.toUpperCase(), unit]),
@@ -251,6 +278,9 @@ class Walker {
     let keyIsString = true;
     let value = '';
     let rateLimit: RateLimitConfig | undefined;
+    let rateLimitEntry: MapEntry | undefined;
+    let rateLimits: readonly RateLimitConfig[] | undefined;
+    let rateLimitsEntry: MapEntry | undefined;
     let children: readonly DescriptorConfig[] = [];
     let shadowMode = false;
     let detailedMetric = false;
@@ -271,7 +301,12 @@ class Walker {
           value = this.string(entry, entryPath, 'value: /login') ?? '';
           break;
         case 'rate_limit':
+          rateLimitEntry = entry;
           rateLimit = this.rateLimit(entry.value, entryPath);
+          break;
+        case 'rate_limits':
+          rateLimitsEntry = entry;
+          rateLimits = this.rateLimitList(entry.value, entryPath);
           break;
         case 'descriptors':
           children = this.descriptorList(entry.value, entryPath, depth + 1);
@@ -292,22 +327,41 @@ class Walker {
           quotaMode = this.bool(entry, entryPath);
           break;
         case 'metadata':
-          // Free-form data the reference passes through to clients; sluice accepts and ignores it.
+          // Free-form data passed through to clients; sluice accepts a mapping and ignores it.
+          // Anything else is refused, as the reference refuses it (docs/compatibility.md).
+          if (entry.value !== null && !isMap(entry.value)) {
+            this.sink.add(
+              entryPath,
+              `metadata must be a mapping of names to values (for example metadata: {team: payments}), not ${describeNode(entry.value)}`,
+              entry.value,
+            );
+          }
           break;
         default:
-          this.unknownKey(entry, path, DESCRIPTOR_KEYS);
+          this.unknownKey(entry, path, ALL_DESCRIPTOR_KEYS);
       }
     }
     if (key === '' && keyIsString) {
       this.sink.add(`${path}.key`, 'descriptor has empty key', keyNode);
     }
-    if (shareThreshold !== undefined && !isWildcard(value)) {
+    // The reference tests the joined `key_value` text for a trailing `*`, so a key-only node whose
+    // key ends with `*` may share too (docs/compatibility.md, "A `*` in a descriptor key").
+    if (shareThreshold !== undefined && !isWildcard(value) && !isKeyWildcard(key, value)) {
       const finalKey = value === '' ? key : `${key}_${value}`;
       this.sink.add(
         `${path}.share_threshold`,
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
         shareThreshold.keyNode,
       );
+    }
+    if (rateLimitEntry !== undefined && rateLimitsEntry !== undefined) {
+      this.sink.add(
+        `${path}.rate_limits`,
+        "a descriptor has either 'rate_limit' (one limit) or 'rate_limits' (a list), not both; " +
+          'move the rate_limit block into the rate_limits list',
+        rateLimitsEntry.keyNode,
+      );
+      rateLimits = undefined;
     }
     if (key === '') return undefined;
     return {
@@ -316,6 +370,7 @@ class Walker {
       path,
       position: this.sink.position(node),
       rateLimit,
+      rateLimits,
       descriptors: children,
       shadowMode,
       detailedMetric,
@@ -342,6 +397,11 @@ class Walker {
     let unlimited = false;
     let name = '';
     let replacesEntry: MapEntry | undefined;
+    let algorithm: Algorithm | undefined;
+    let algorithmEntry: MapEntry | undefined;
+    let unitMultiplier = 1;
+    let burst: number | undefined;
+    let burstEntry: MapEntry | undefined;
     let valid = true;
     for (const entry of this.entries(node, path)) {
       const entryPath = `${path}.${entry.key}`;
@@ -368,8 +428,42 @@ class Walker {
         case 'replaces':
           replacesEntry = entry;
           break;
+        case 'algorithm': {
+          algorithmEntry = entry;
+          const text = this.string(entry, entryPath, 'algorithm: token_bucket');
+          algorithm = ALGORITHMS.find((name) => name === text?.toLowerCase());
+          if (text !== undefined && algorithm === undefined) {
+            this.sink.add(
+              entryPath,
+              `unknown algorithm '${text}'; use one of ${ALGORITHMS.join(', ')}`,
+              entry.value ?? entry.keyNode,
+            );
+          }
+          if (algorithm === undefined) valid = false;
+          break;
+        }
+        case 'unit_multiplier': {
+          const count = this.uint32(entry, entryPath);
+          if (count === 0) {
+            this.sink.add(
+              entryPath,
+              'unit_multiplier must be a whole number of at least 1 (the window is unit x unit_multiplier)',
+              entry.value ?? entry.keyNode,
+            );
+          }
+          if (count === undefined || count === 0) valid = false;
+          else unitMultiplier = count;
+          break;
+        }
+        case 'burst': {
+          burstEntry = entry;
+          const count = this.uint32(entry, entryPath);
+          if (count === undefined) valid = false;
+          else burst = count;
+          break;
+        }
         default:
-          this.unknownKey(entry, path, RATE_LIMIT_KEYS);
+          this.unknownKey(entry, path, ALL_RATE_LIMIT_KEYS);
       }
     }
 
@@ -398,10 +492,114 @@ class Walker {
       if (unit === undefined) valid = false;
     }
 
+    const effective = algorithm ?? this.parsed.defaultAlgorithm;
+    if (burstEntry !== undefined && effective !== 'token_bucket') {
+      this.sink.add(
+        `${path}.burst`,
+        `burst applies only to algorithm: token_bucket, but this limit uses ${effective}` +
+          (algorithm === undefined ? ' (the default algorithm)' : '') +
+          '; remove burst or set algorithm: token_bucket',
+        burstEntry.keyNode,
+      );
+      valid = false;
+    }
+    if (unit !== undefined && !unlimited) {
+      const windowMs = UNIT_MS[unit] * unitMultiplier;
+      if (effective === 'token_bucket') {
+        const capacity = burst ?? requestsPerUnit;
+        if (capacity * windowMs > TOKEN_BUCKET_MAX_PRODUCT) {
+          this.sink.add(
+            burstEntry === undefined ? `${path}.requests_per_unit` : `${path}.burst`,
+            `token_bucket capacity ${capacity} x window ${windowMs} ms is too large to count exactly ` +
+              `(the product must stay below 2^53); use a smaller burst or a shorter window`,
+            burstEntry?.keyNode ?? node,
+          );
+          valid = false;
+        }
+      } else if (effective === 'sliding_log' && requestsPerUnit > SLIDING_LOG_MAX_LIMIT) {
+        this.sink.add(
+          `${path}.requests_per_unit`,
+          `sliding_log keeps one timestamp per admitted hit, so requests_per_unit is at most ` +
+            `${SLIDING_LOG_MAX_LIMIT} (found ${requestsPerUnit}); use sliding_window for larger limits`,
+          algorithmEntry?.keyNode ?? node,
+        );
+        valid = false;
+      }
+    }
+
     const replaces = this.replaces(replacesEntry, `${path}.replaces`, name);
     if (replaces === undefined) valid = false;
     if (!valid || replaces === undefined) return undefined;
-    return { unit, requestsPerUnit, unlimited, name, replaces };
+    return {
+      unit,
+      requestsPerUnit,
+      unlimited,
+      name,
+      replaces,
+      algorithm,
+      unitMultiplier,
+      burst,
+    };
+  }
+
+  /** `rate_limits`: a non-empty list of rate_limit blocks, none unlimited, no window twice. */
+  private rateLimitList(
+    node: YamlNode | null,
+    path: string,
+  ): readonly RateLimitConfig[] | undefined {
+    if (node === null || !isSeq(node) || node.items.length === 0) {
+      this.sink.add(
+        path,
+        'rate_limits must be a non-empty list of limits such as ' +
+          '[{unit: second, requests_per_unit: 10}, {unit: day, requests_per_unit: 1000}], not ' +
+          (node === null ? 'empty' : isSeq(node) ? 'an empty list' : describeNode(node)),
+        node,
+      );
+      return undefined;
+    }
+    const limits: RateLimitConfig[] = [];
+    const seen = new Map<string, number>();
+    let valid = true;
+    node.items.forEach((item, index) => {
+      const itemPath = `${path}[${index}]`;
+      const resolved = this.resolve(item);
+      if (!isMap(resolved)) {
+        this.listItemNotMap(itemPath, resolved, item);
+        valid = false;
+        return;
+      }
+      const limit = this.rateLimit(resolved, itemPath);
+      if (limit === undefined) {
+        valid = false;
+        return;
+      }
+      if (limit.unlimited) {
+        this.sink.add(
+          `${itemPath}.unlimited`,
+          'unlimited cannot be one of several limits; use rate_limit: {unlimited: true} on its own',
+          resolved,
+        );
+        valid = false;
+        return;
+      }
+      const algorithm = limit.algorithm ?? this.parsed.defaultAlgorithm;
+      const windowMs = UNIT_MS[limit.unit!] * limit.unitMultiplier;
+      const pair = `${algorithm}/${windowMs}`;
+      const first = seen.get(pair);
+      if (first !== undefined) {
+        this.sink.add(
+          itemPath,
+          `rate_limits[${first}] already has a ${algorithm} limit with a ${windowMs} ms window; ` +
+            'keep the stricter one',
+          resolved,
+        );
+        valid = false;
+        return;
+      }
+      seen.set(pair, index);
+      limits.push(limit);
+    });
+    return valid ? limits : undefined;
   }
 
   private replaces(
@@ -462,9 +660,50 @@ class Walker {
 
   private entries(node: YAMLMap | null, path: string): MapEntry[] {
     if (node === null) return [];
-    return mapEntries(node, this.resolve, (keyNode, text) => {
-      this.sink.add(path, `config error, key is not of type string: ${text}`, keyNode);
-    });
+    const entries = mapEntries(
+      node,
+      this.resolve,
+      (keyNode, text) => {
+        this.sink.add(path, `config error, key is not of type string: ${text}`, keyNode);
+      },
+      (repeated) => this.warnRepeated(repeated, path),
+    );
+    for (const entry of entries) this.checkGoScalar(entry, path);
+    return entries;
+  }
+
+  /** A key written twice loads as in the reference (the last wins), with a warning naming the lines. */
+  private warnRepeated(repeated: RepeatedKey, parentPath: string): void {
+    const lines = repeated.keyNodes.map((node) => this.sink.position(node)?.line ?? '?');
+    const path = parentPath === '' ? repeated.key : `${parentPath}.${repeated.key}`;
+    this.sink.warn(
+      path,
+      `'${repeated.key}' is written ${lines.length} times (lines ${lines.join(', ')}); ` +
+        (repeated.merged
+          ? 'the mappings are merged, later keys over earlier ones,'
+          : `only the last one (line ${String(lines[lines.length - 1])}) is used,`) +
+        ' as envoyproxy/ratelimit reads it; remove the others',
+      repeated.keyNodes[repeated.keyNodes.length - 1],
+    );
+  }
+
+  /**
+   * The reference refuses a file holding a floating-point number, or a whole number above
+   * 2^63-1, as a value anywhere ("error checking config"), even where a string is expected.
+   */
+  private checkGoScalar(entry: MapEntry, parentPath: string): void {
+    const node = entry.value;
+    if (node === null || !isScalar(node)) return;
+    const kind = goScalarKind(node);
+    if (kind !== 'float' && kind !== 'uint64') return;
+    const path = parentPath === '' ? entry.key : `${parentPath}.${entry.key}`;
+    this.sink.add(
+      path,
+      `error checking config: ${entry.key} is ${describeNode(node)}, ` +
+        (kind === 'float' ? 'a floating-point number' : 'a whole number above 2^63-1') +
+        `, which envoyproxy/ratelimit refuses; write a whole number, or quote it if it is text ("${node.source ?? ''}")`,
+      node,
+    );
   }
 
   private listItemNotMap(path: string, resolved: YamlNode | null, original: unknown): void {
@@ -479,8 +718,8 @@ class Walker {
     const key = entry.key;
     let hint: string;
     const home = PLACES.find((place) => place.keys !== validHere && place.keys.includes(key));
-    if (EXTENSION_KEYS.has(key)) {
-      hint = `'${key}' is a sluice extension that this version does not support yet`;
+    if (EXTENSION_KEYS.has(key) && home !== undefined) {
+      hint = `it belongs ${home.description}`;
     } else if (home !== undefined) {
       // The reference checks keys against one flat list, so a known key in the wrong place loads
       // there and is ignored. A reference file must stay valid here, so this is only a warning.
@@ -545,9 +784,12 @@ class Walker {
   private uint32(entry: MapEntry, path: string): number | undefined {
     const node = entry.value;
     if (node === null) return 0;
-    if (isScalar(node) && typeof node.value === 'number') {
-      const value = node.value;
-      if (Number.isInteger(value) && value >= 0 && value <= MAX_UINT32) return value;
+    if (isScalar(node)) {
+      // Read as the reference's YAML library reads it (so `1:30` is text, `0x10` is 16).
+      const kind = goScalarKind(node);
+      if (kind === 'float' || kind === 'uint64') return undefined; // reported by checkGoScalar
+      const value = kind === 'int' ? goParseInt((node.source ?? '').replace(/_/g, '')) : undefined;
+      if (value !== undefined && value >= 0n && value <= BigInt(MAX_UINT32)) return Number(value);
     }
     const quoted = isScalar(node) && typeof node.value === 'string' && /^\d+$/.test(node.value);
     this.sink.add(

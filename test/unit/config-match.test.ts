@@ -170,7 +170,7 @@ descriptors:
     expect(rpu(s, [['a', 'xyz']])).toBe(1);
   });
 
-  it('accepts numeric values written without quotes', () => {
+  it('accepts whole numbers written without quotes (a float must be quoted, as in the reference)', () => {
     const s = snapshot(`
 domain: edge
 descriptors:
@@ -178,7 +178,7 @@ descriptors:
     value: 429
     rate_limit: {unit: second, requests_per_unit: 1}
   - key: version
-    value: 1.10
+    value: "1.10"
     rate_limit: {unit: second, requests_per_unit: 2}
 `);
     expect(rpu(s, [['status', '429']])).toBe(1);

@@ -2,6 +2,7 @@
  * Protobuf shapes (as decoded by proto-loader with LOADER_OPTIONS) <-> domain types. The only
  * place that sees wire objects; proto3 zero values for absent fields are applied here.
  */
+import { isUtf8 } from 'node:buffer';
 import {
   RATE_LIMIT_UNITS,
   type DescriptorEntry,
@@ -95,4 +96,104 @@ export function responseToWire(response: RateLimitResponse): any {
     response_headers_to_add: response.responseHeadersToAdd,
     raw_body: response.rawBody === undefined ? undefined : Buffer.from(response.rawBody),
   };
+}
+
+/**
+ * Proto3 requires string fields to hold valid UTF-8, and the reference refuses a request whose
+ * strings do not ("string field contains invalid UTF-8"). The decoder (protobufjs on a Buffer)
+ * replaces bad bytes with U+FFFD instead, so a decoded request without U+FFFD is valid; one with
+ * it is checked again on the raw bytes, since U+FFFD may also have been sent on purpose.
+ *
+ * Returns which field is invalid (e.g. `descriptors[0].entries[1].value`), or `undefined`.
+ * Allocates nothing on the common path.
+ */
+export function findInvalidUtf8(bytes: Uint8Array, wire: any): string | undefined {
+  if (!mayHoldReplacement(wire)) return undefined;
+  return scanRequest(bytes);
+}
+
+const REPLACEMENT = '\uFFFD';
+
+function mayHoldReplacement(wire: any): boolean {
+  if (typeof wire?.domain === 'string' && wire.domain.includes(REPLACEMENT)) return true;
+  const descriptors: unknown = wire?.descriptors;
+  if (!Array.isArray(descriptors)) return false;
+  for (let i = 0; i < descriptors.length; i++) {
+    const entries: unknown = descriptors[i]?.entries;
+    if (!Array.isArray(entries)) continue;
+    for (let j = 0; j < entries.length; j++) {
+      const e = entries[j];
+      if (typeof e?.key === 'string' && e.key.includes(REPLACEMENT)) return true;
+      if (typeof e?.value === 'string' && e.value.includes(REPLACEMENT)) return true;
+    }
+  }
+  return false;
+}
+
+/** Walks RateLimitRequest bytes: domain=1, descriptors=2 { entries=1 { key=1, value=2 } }. */
+function scanRequest(bytes: Uint8Array): string | undefined {
+  let descriptor = 0;
+  return scanMessage(bytes, 0, bytes.length, (field, start, end) => {
+    if (field === 1) return isUtf8(bytes.subarray(start, end)) ? undefined : 'domain';
+    if (field !== 2) return undefined;
+    const d = descriptor++;
+    let entry = 0;
+    return scanMessage(bytes, start, end, (f, s, e) => {
+      if (f !== 1) return undefined;
+      const n = entry++;
+      return scanMessage(bytes, s, e, (ef, es, ee) => {
+        if (ef !== 1 && ef !== 2) return undefined;
+        if (isUtf8(bytes.subarray(es, ee))) return undefined;
+        return `descriptors[${d}].entries[${n}].${ef === 1 ? 'key' : 'value'}`;
+      });
+    });
+  });
+}
+
+/**
+ * Calls `onBytes` for each length-delimited field of the message in `[start, end)`; stops at the
+ * first non-undefined answer. The bytes were already decoded successfully, so they are well formed.
+ */
+function scanMessage(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  onBytes: (field: number, start: number, end: number) => string | undefined,
+): string | undefined {
+  let pos = start;
+  const varint = (): number => {
+    let result = 0;
+    let shift = 1;
+    for (;;) {
+      const byte = bytes[pos++]!;
+      result += (byte & 0x7f) * shift;
+      if (byte < 0x80 || pos >= end) return result;
+      shift *= 128;
+    }
+  };
+  while (pos < end) {
+    const tag = varint();
+    const field = Math.floor(tag / 8);
+    switch (tag & 7) {
+      case 0:
+        varint();
+        break;
+      case 1:
+        pos += 8;
+        break;
+      case 5:
+        pos += 4;
+        break;
+      case 2: {
+        const length = varint();
+        const found = onBytes(field, pos, pos + length);
+        if (found !== undefined) return found;
+        pos += length;
+        break;
+      }
+      default:
+        return undefined;
+    }
+  }
+  return undefined;
 }

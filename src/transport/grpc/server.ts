@@ -10,7 +10,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
-import { requestFromWire, responseToWire } from './mapping.js';
+import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
 import { reflectionPackageDefinition } from './reflection.js';
 
@@ -63,7 +63,12 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       ...method,
       requestDeserialize: (bytes: Buffer): unknown => {
         try {
-          return decode(bytes);
+          const decoded: unknown = decode(bytes);
+          const invalid = findInvalidUtf8(bytes, decoded);
+          // Proto3 strings must be UTF-8; the decoder would count replacement characters instead.
+          return invalid === undefined
+            ? decoded
+            : new Malformed(`string field contains invalid UTF-8 (${invalid})`);
         } catch (err) {
           return new Malformed(err instanceof Error ? err.message : String(err));
         }
