@@ -5,6 +5,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
+import { parseAddress } from './stores/redis/address.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -36,8 +37,20 @@ export interface Settings {
   readonly config: ConfigSource;
   /** `MERGE_DOMAIN_CONFIG`: merge files that declare the same domain instead of failing. */
   readonly mergeDomainConfigs: boolean;
-  /** `BACKEND_TYPE`: only `memory` exists so far. */
-  readonly backendType: 'memory';
+  /**
+   * `BACKEND_TYPE`: `memory` (default) or `redis`. Unset with `REDIS_URL` set means `redis`, as a
+   * reference deployment expects (`backendTypeInferred` is then true and the start-up log says so).
+   */
+  readonly backendType: 'memory' | 'redis';
+  /** `BACKEND_TYPE` was unset and `redis` was chosen because `REDIS_URL` is set. */
+  readonly backendTypeInferred: boolean;
+  /** The Redis store's settings; `undefined` unless `backendType` is `redis`. */
+  readonly redis: RedisSettings | undefined;
+  /**
+   * `STORE_FAILURE_MODE` (sluice-only): what a call answers when the Redis store fails: `error`
+   * (default: gRPC UNAVAILABLE), `allow` (OK) or `memory` (decide in memory until Redis is back).
+   */
+  readonly storeFailureMode: StoreFailureMode;
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
   readonly memoryMaxKeys: number;
   /** `SHADOW_MODE`: answer OK overall while statuses keep their real codes. */
@@ -88,6 +101,56 @@ export interface Settings {
   readonly shutdownDelayMs: number;
 }
 
+/** What a call answers when the Redis store fails (`STORE_FAILURE_MODE`). */
+export type StoreFailureMode = 'error' | 'allow' | 'memory';
+
+/** One Redis connection (`REDIS_*`, or `REDIS_PERSECOND_*` for the per-second one). */
+export interface RedisConnectionSettings {
+  /**
+   * `REDIS_URL`: `host:port` or a `redis://`/`rediss://` URL (single), a socket path
+   * (`REDIS_SOCKET_TYPE=unix`), `master-name,sentinel:port,...` (sentinel) or
+   * `node:port,node:port,...` (cluster).
+   */
+  readonly url: string;
+  /** `REDIS_SOCKET_TYPE`: `tcp` or `unix` (unset: `unix` when the URL starts with `/`). */
+  readonly socketType: 'tcp' | 'unix';
+  /** `REDIS_TYPE`: `single` (default), `sentinel` or `cluster`, case-insensitive. */
+  readonly type: 'single' | 'sentinel' | 'cluster';
+  /** `REDIS_AUTH`: `password` or `user:password`; '' for none. */
+  readonly auth: string;
+  /** `REDIS_SENTINEL_AUTH`: the sentinels' own `password` or `user:password`; '' for none. */
+  readonly sentinelAuth: string;
+  /** `REDIS_TLS`: connect with TLS. */
+  readonly tls: boolean;
+  /** `REDIS_TLS_CACERT`: CA bundle file; '' for the system's. */
+  readonly tlsCaCert: string;
+  /** `REDIS_TLS_CLIENT_CERT`: client certificate file; '' for none. */
+  readonly tlsClientCert: string;
+  /** `REDIS_TLS_CLIENT_KEY`: client key file; '' for none. */
+  readonly tlsClientKey: string;
+  /** `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`: accept a certificate for another host name. */
+  readonly tlsSkipHostnameVerification: boolean;
+  /**
+   * `REDIS_POOL_SIZE` (default 10): accepted for compatibility and validated; sluice pipelines
+   * every call over one connection per Redis node.
+   */
+  readonly poolSize: number;
+  /** `REDIS_TIMEOUT` in ms (the reference's duration format, default `10s`). */
+  readonly timeoutMs: number;
+}
+
+/** The Redis store's settings. */
+export interface RedisSettings {
+  /** The connection for every counter (or every counter but the per-second ones). */
+  readonly main: RedisConnectionSettings;
+  /** `REDIS_PERSECOND=true`: the connection for windows under a minute; else `undefined`. */
+  readonly perSecond: RedisConnectionSettings | undefined;
+  /** `CACHE_KEY_PREFIX`: put before every Redis key ('' for none). */
+  readonly keyPrefix: string;
+  /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
+  readonly localCacheBytes: number;
+}
+
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
 export const BUNDLED_CONFIG_DIR = fileURLToPath(new URL('../envoy/ratelimit/', import.meta.url));
 
@@ -127,6 +190,15 @@ const LOG_LEVELS: Readonly<Record<string, LogLevel>> = {
 const TRUE_WORDS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
 const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 
+/** The command-line flag that overrides each variable, so a message names what the user typed. */
+const FLAG_NAMES: Readonly<Record<string, string>> = {
+  GRPC_HOST: '--grpc-host',
+  GRPC_PORT: '--grpc-port',
+  LOG_LEVEL: '--log-level',
+  LOG_FORMAT: '--log-format',
+  BACKEND_TYPE: '--backend-type',
+};
+
 /** Collects problems while reading settings, so all are reported together. */
 class Reader {
   readonly problems: string[] = [];
@@ -136,6 +208,14 @@ class Reader {
   raw(name: string): string | undefined {
     const value = this.env[name];
     return value === undefined || value === '' ? undefined : value;
+  }
+
+  /** How a problem names a value: `--flag "text"` when the flag gave it, else `NAME="text"`. */
+  label(name: string, text: string, fromFlag: boolean): string {
+    const flagName = FLAG_NAMES[name];
+    return fromFlag && flagName !== undefined
+      ? `${flagName} ${JSON.stringify(text)}`
+      : `${name}=${JSON.stringify(text)}`;
   }
 
   string(name: string, fallback: string, flag?: string): string {
@@ -148,7 +228,7 @@ class Reader {
     const value = Number(text.trim());
     if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < min || value > max) {
       this.problems.push(
-        `${name}=${JSON.stringify(text)}: expected an integer from ${min} to ${max}`,
+        `${this.label(name, text, flag !== undefined)}: expected an integer from ${min} to ${max}`,
       );
       return fallback;
     }
@@ -172,7 +252,9 @@ class Reader {
     if (text === undefined) return fallback;
     if (TRUE_WORDS.has(text)) return true;
     if (FALSE_WORDS.has(text)) return false;
-    this.problems.push(`${name}=${JSON.stringify(text)}: expected true or false`);
+    this.problems.push(
+      `${name}=${JSON.stringify(text)}: expected true or false (accepted: ${[...TRUE_WORDS].join(', ')} for true; ${[...FALSE_WORDS].join(', ')} for false)`,
+    );
     return fallback;
   }
 }
@@ -188,18 +270,29 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
   const logLevel = LOG_LEVELS[levelText.toLowerCase()];
   if (logLevel === undefined) {
     r.problems.push(
-      `LOG_LEVEL=${JSON.stringify(levelText)}: expected one of trace, debug, info, warn, error, fatal`,
+      `${r.label('LOG_LEVEL', levelText, flags.logLevel !== undefined)}: expected one of trace, debug, info, warn, error, fatal`,
     );
   }
   const formatText = r.string('LOG_FORMAT', 'json', flags.logFormat).toLowerCase();
   if (formatText !== 'json' && formatText !== 'text') {
-    r.problems.push(`LOG_FORMAT=${JSON.stringify(formatText)}: expected json or text`);
-  }
-  const backendText = r.string('BACKEND_TYPE', 'memory', flags.backendType).toLowerCase();
-  if (backendText !== 'memory') {
     r.problems.push(
-      `BACKEND_TYPE=${JSON.stringify(backendText)}: only "memory" is available in this version ` +
-        '(the Redis store is not implemented yet); unset BACKEND_TYPE or set it to memory',
+      `${r.label('LOG_FORMAT', formatText, flags.logFormat !== undefined)}: expected json or text`,
+    );
+  }
+  const backendSet = flags.backendType ?? r.raw('BACKEND_TYPE');
+  const backendTypeInferred = backendSet === undefined && r.raw('REDIS_URL') !== undefined;
+  const backendText = (backendSet ?? (backendTypeInferred ? 'redis' : 'memory')).toLowerCase();
+  if (backendText !== 'memory' && backendText !== 'redis') {
+    r.problems.push(
+      `${r.label('BACKEND_TYPE', backendText, flags.backendType !== undefined)}: expected memory or redis`,
+    );
+  }
+  const backendType = backendText === 'redis' ? 'redis' : 'memory';
+  const redis = backendType === 'redis' ? redisSettings(r) : undefined;
+  const failureText = r.string('STORE_FAILURE_MODE', 'error').toLowerCase();
+  if (failureText !== 'error' && failureText !== 'allow' && failureText !== 'memory') {
+    r.problems.push(
+      `STORE_FAILURE_MODE=${JSON.stringify(failureText)}: expected error, allow or memory`,
     );
   }
 
@@ -211,7 +304,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     logFormat: formatText === 'text' ? 'text' : 'json',
     config: configSource(r, flags.config),
     mergeDomainConfigs: r.bool('MERGE_DOMAIN_CONFIG', false),
-    backendType: 'memory',
+    backendType,
+    backendTypeInferred,
+    redis,
+    storeFailureMode:
+      failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
     shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
@@ -276,6 +373,134 @@ function headersFormat(r: Reader): 'reference' | 'ietf' {
     `LIMIT_RESPONSE_HEADERS_FORMAT=${JSON.stringify(text)}: expected reference or ietf`,
   );
   return 'reference';
+}
+
+/** The Redis store's settings (`REDIS_*`, `REDIS_PERSECOND_*`, `CACHE_KEY_PREFIX`, ...). */
+function redisSettings(r: Reader): RedisSettings {
+  const main = redisConnection(r, 'REDIS_', 'REDIS_');
+  const perSecond = r.bool('REDIS_PERSECOND', false)
+    ? redisConnection(r, 'REDIS_PERSECOND_', 'REDIS_')
+    : undefined;
+  return {
+    main,
+    perSecond,
+    keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
+    localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
+  };
+}
+
+/**
+ * One Redis connection from the variables starting with `prefix` (`REDIS_` or `REDIS_PERSECOND_`);
+ * the TLS files are shared and read with `tlsPrefix` (`REDIS_`), as in the reference.
+ */
+function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisConnectionSettings {
+  const urlName = `${prefix}URL`;
+  const url = r.raw(urlName);
+  if (url === undefined) r.problems.push(`${urlName} must be set when BACKEND_TYPE=redis`);
+  const typeText = r.string(`${prefix}TYPE`, 'single').toLowerCase();
+  const type = typeText === 'sentinel' || typeText === 'cluster' ? typeText : 'single';
+  if (typeText !== type) {
+    r.problems.push(
+      `${prefix}TYPE=${JSON.stringify(typeText)}: expected single, sentinel or cluster`,
+    );
+  }
+  const socketText = r.raw(`${prefix}SOCKET_TYPE`)?.toLowerCase();
+  if (socketText !== undefined && socketText !== 'tcp' && socketText !== 'unix') {
+    r.problems.push(`${prefix}SOCKET_TYPE=${JSON.stringify(socketText)}: expected tcp or unix`);
+  }
+  const socketType =
+    socketText === 'tcp' || socketText === 'unix'
+      ? socketText
+      : url?.startsWith('/') === true
+        ? 'unix'
+        : 'tcp';
+  if (url !== undefined) {
+    const problem = redisUrlProblem(url, type, socketType);
+    if (problem !== undefined) r.problems.push(`${urlName}=${JSON.stringify(url)}: ${problem}`);
+  }
+  const timeoutName = `${prefix}TIMEOUT`;
+  const timeoutText = r.raw(timeoutName) ?? '10s';
+  let timeoutMs = goDurationMs(timeoutText);
+  if (timeoutMs === undefined || timeoutMs <= 0) {
+    r.problems.push(
+      `${timeoutName}=${JSON.stringify(timeoutText)}: expected a positive duration such as 200ms, 2s or 1m30s`,
+    );
+    timeoutMs = 10_000;
+  }
+  return {
+    url: url ?? '',
+    socketType,
+    type,
+    auth: r.raw(`${prefix}AUTH`) ?? '',
+    sentinelAuth: r.raw(`${prefix}SENTINEL_AUTH`) ?? '',
+    tls: r.bool(`${prefix}TLS`, false),
+    tlsCaCert: r.raw(`${tlsPrefix}TLS_CACERT`) ?? '',
+    tlsClientCert: r.raw(`${tlsPrefix}TLS_CLIENT_CERT`) ?? '',
+    tlsClientKey: r.raw(`${tlsPrefix}TLS_CLIENT_KEY`) ?? '',
+    tlsSkipHostnameVerification: r.bool(`${tlsPrefix}TLS_SKIP_HOSTNAME_VERIFICATION`, false),
+    poolSize: r.int(`${prefix}POOL_SIZE`, 10, 1, 10_000),
+    timeoutMs,
+  };
+}
+
+/** What is wrong with a `REDIS_URL` for its type, or `undefined` when it is fine. */
+function redisUrlProblem(
+  url: string,
+  type: RedisConnectionSettings['type'],
+  socketType: 'tcp' | 'unix',
+): string | undefined {
+  if (type === 'single' && socketType === 'unix') return undefined;
+  const parts = url.split(',').map((part) => part.trim());
+  let addresses = parts;
+  if (type === 'single' && parts.length !== 1) {
+    return 'a single Redis takes one address (use REDIS_TYPE=cluster or sentinel for a list)';
+  }
+  if (type === 'sentinel') {
+    if (parts.length < 2 || parts[0] === '') {
+      return 'expected the master name and the sentinels: <master name>,<host:port>,...';
+    }
+    addresses = parts.slice(1);
+  }
+  for (const part of addresses) {
+    try {
+      parseAddress(part);
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+  return undefined;
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  μs: 1e-3,
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/**
+ * A Go `time.Duration` string (`10s`, `200ms`, `1m30s`, `1.5s`, `0`) in whole ms (a positive
+ * duration under 1 ms rounds up to 1); `undefined` when it is not one.
+ */
+export function goDurationMs(text: string): number | undefined {
+  const trimmed = text.trim();
+  if (trimmed === '0') return 0;
+  const part = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
+  let total = 0;
+  let at = 0;
+  while (at < trimmed.length) {
+    part.lastIndex = at;
+    const match = part.exec(trimmed);
+    if (match === null) return undefined;
+    total += Number(match[1]) * DURATION_UNITS_MS[match[2]!]!;
+    at = part.lastIndex;
+  }
+  if (at === 0) return undefined;
+  return total > 0 ? Math.max(1, Math.ceil(total)) : 0;
 }
 
 function throwIfProblems(r: Reader): void {

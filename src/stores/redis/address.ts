@@ -1,0 +1,35 @@
+/**
+ * Redis addresses as the reference's `REDIS_URL` writes them (docs/configuration.md). No client
+ * code here, so settings validation can use it without loading ioredis.
+ */
+
+/** A host and port parsed from `host:port` or a URL. */
+export interface Address {
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  readonly db?: number;
+  readonly tls: boolean;
+}
+
+/** Parse `host:port`, `[v6]:port`, `redis://[user:pass@]host[:port][/db]` or `rediss://...`. */
+export function parseAddress(text: string): Address {
+  const trimmed = text.trim();
+  if (/^rediss?:\/\//i.test(trimmed)) {
+    const url = new URL(trimmed);
+    const db = url.pathname.length > 1 ? Number(url.pathname.slice(1)) : undefined;
+    return {
+      host: url.hostname.replace(/^\[|\]$/g, ''),
+      port: url.port === '' ? 6379 : Number(url.port),
+      username: url.username === '' ? undefined : decodeURIComponent(url.username),
+      password: url.password === '' ? undefined : decodeURIComponent(url.password),
+      db: db !== undefined && Number.isInteger(db) ? db : undefined,
+      tls: url.protocol.toLowerCase() === 'rediss:',
+    };
+  }
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(trimmed);
+  if (match === null) throw new Error(`expected host:port or a redis:// URL, got ${trimmed}`);
+  return { host: match[1] ?? match[2]!, port: Number(match[3]), tls: false };
+}
+

@@ -1,0 +1,127 @@
+/**
+ * ioredis clients from the reference's `REDIS_*` settings (docs/configuration.md): a single node
+ * (TCP `host:port`, `redis://`/`rediss://` URL, or a unix socket), Sentinel
+ * (`master-name,sentinel1:port,...`) or Cluster (`node1:port,node2:port,...`).
+ *
+ * Every client fails fast: no offline queue (a call while disconnected fails at once), no resend
+ * of calls in flight when the connection drops, connect and command timeouts of `REDIS_TIMEOUT`,
+ * and reconnection in the background with a capped backoff.
+ */
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { SluiceError } from '../../errors.js';
+import type { RedisConnectionSettings } from '../../settings.js';
+import { parseAddress } from './address.js';
+import type { RedisClient } from './redis-store.js';
+
+/** Longest wait between reconnection attempts, in ms. */
+const MAX_RECONNECT_DELAY_MS = 1_000;
+
+/** `user:password` or `password` (the reference's `REDIS_AUTH` format). */
+function splitAuth(auth: string): { username?: string; password?: string } {
+  if (auth === '') return {};
+  const colon = auth.indexOf(':');
+  return colon < 0
+    ? { password: auth }
+    : { username: auth.slice(0, colon), password: auth.slice(colon + 1) };
+}
+
+function tlsOptions(settings: RedisConnectionSettings): ConnectionOptions {
+  const read = (file: string, what: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      throw new SluiceError('INVALID_SETTINGS', `cannot read ${what} ${file}: ${(error as Error).message}`);
+    }
+  };
+  const options: ConnectionOptions = {};
+  if (settings.tlsCaCert !== '') options.ca = read(settings.tlsCaCert, 'REDIS_TLS_CACERT');
+  if (settings.tlsClientCert !== '') options.cert = read(settings.tlsClientCert, 'REDIS_TLS_CLIENT_CERT');
+  if (settings.tlsClientKey !== '') options.key = read(settings.tlsClientKey, 'REDIS_TLS_CLIENT_KEY');
+  if (settings.tlsSkipHostnameVerification) options.checkServerIdentity = () => undefined;
+  return options;
+}
+
+/** Options every node connection shares. */
+function baseOptions(settings: RedisConnectionSettings): RedisOptions {
+  return {
+    ...splitAuth(settings.auth),
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: settings.timeoutMs,
+    commandTimeout: settings.timeoutMs,
+    retryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
+    tls: settings.tls ? tlsOptions(settings) : undefined,
+  };
+}
+
+/** Create (and start connecting) the client the settings describe. */
+export function createRedisClient(settings: RedisConnectionSettings): RedisClient {
+  const base = baseOptions(settings);
+  const parts = settings.url
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '');
+  switch (settings.type) {
+    case 'single': {
+      if (settings.socketType === 'unix') return new Redis({ ...base, path: settings.url });
+      const address = parseAddress(parts[0] ?? '');
+      return new Redis({
+        ...base,
+        host: address.host,
+        port: address.port,
+        username: address.username ?? base.username,
+        password: address.password ?? base.password,
+        db: address.db,
+        tls: address.tls ? (base.tls ?? tlsOptions(settings)) : base.tls,
+      });
+    }
+    case 'sentinel': {
+      const [name, ...sentinels] = parts;
+      const sentinelAuth = splitAuth(settings.sentinelAuth);
+      return new Redis({
+        ...base,
+        name,
+        sentinels: sentinels.map((part) => {
+          const address = parseAddress(part);
+          return { host: address.host, port: address.port };
+        }),
+        sentinelUsername: sentinelAuth.username,
+        sentinelPassword: sentinelAuth.password,
+        sentinelRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
+        enableTLSForSentinelMode: settings.tls,
+      });
+    }
+    case 'cluster': {
+      const nodes: ClusterNode[] = parts.map((part) => {
+        const address = parseAddress(part);
+        return { host: address.host, port: address.port };
+      });
+      return new Cluster(nodes, {
+        redisOptions: base,
+        enableOfflineQueue: false,
+        enableReadyCheck: true,
+        slotsRefreshTimeout: settings.timeoutMs,
+        clusterRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
+        scaleReads: 'master',
+      });
+    }
+  }
+}
+
+/** Resolve once `client` is ready, or after `timeoutMs` (then it keeps connecting). */
+export function waitUntilReady(client: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ok);
+    };
+    const onReady = (): void => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.on('ready', onReady);
+  });
+}

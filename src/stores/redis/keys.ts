@@ -1,0 +1,52 @@
+/**
+ * Redis names of counter keys (docs/semantics.md §6): `CACHE_KEY_PREFIX`, a Redis Cluster hash tag,
+ * then the counter key as src/limiter/keys.ts builds it. The tag is a hash of the key's descriptor
+ * part (domain and entries, without algorithm and window), so every counter of one descriptor (one
+ * per limit of its rule) lives in one slot and one script call can check them all. The full counter
+ * key follows the tag, so Redis names stay injective whatever the hash.
+ */
+
+/** Number of hash slots of a Redis Cluster. */
+export const CLUSTER_SLOTS = 16384;
+
+/**
+ * The hash tag of a counter key (8 hex digits, FNV-1a 32 of the part after `ALG|WINDOW|`). Never
+ * contains `{` or `}`, so it is the tag Redis uses when the prefix has no braces.
+ */
+export function hashTagOf(counterKey: string): string {
+  let start = counterKey.indexOf('|');
+  start = start < 0 ? 0 : counterKey.indexOf('|', start + 1) + 1;
+  let hash = 0x811c9dc5;
+  for (let i = start; i < counterKey.length; i++) {
+    hash ^= counterKey.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0).toString(16).padStart(8, '0');
+}
+
+/** The Redis key of a counter: `prefix{tag}counterKey`. */
+export function redisKeyOf(prefix: string, counterKey: string, tag = hashTagOf(counterKey)): string {
+  return prefix + '{' + tag + '}' + counterKey;
+}
+
+const CRC16_TABLE = (() => {
+  const table = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let crc = i << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    table[i] = crc;
+  }
+  return table;
+})();
+
+/**
+ * The cluster slot of a key that carries the tag `tag` (CRC16-XMODEM of the tag modulo 16384, as
+ * Redis computes it). Tags are ASCII hex, so characters are bytes.
+ */
+export function slotOfTag(tag: string): number {
+  let crc = 0;
+  for (let i = 0; i < tag.length; i++) {
+    crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ tag.charCodeAt(i)) & 0xff]!;
+  }
+  return crc % CLUSTER_SLOTS;
+}

@@ -1,0 +1,457 @@
+/**
+ * The Redis counter store (docs/semantics.md §3, §4): several sluice replicas share their counters
+ * in Redis (standalone, Sentinel or Cluster).
+ *
+ * One request is one `apply()`: its specs are grouped by Redis node and hash slot (every counter of
+ * one descriptor shares a slot, see keys.ts), and each group is one call of the Lua script in
+ * apply-script.ts, which checks and charges the whole group atomically with the time read from
+ * Redis `TIME`. On a single Redis (or Sentinel) every request is one group: one round trip, and
+ * the all-or-nothing rule holds exactly. Groups of one request are sent in parallel; see the
+ * README ("Running several replicas") for what holds across groups.
+ *
+ * Failures never hang a call: every call is bounded by `timeoutMs`, and while the store is known
+ * to be down (disconnected, or a call timed out and no probe has succeeded since) calls fail at
+ * once with STORE_UNAVAILABLE instead of queueing; ioredis reconnects in the background and a
+ * PING probe clears a stall. The failure policy (failure-policy.ts) decides what such a call
+ * answers.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import type { Clock } from '../../clock.js';
+import { SluiceError } from '../../errors.js';
+import type { Logger } from '../../logging/logger.js';
+import type { StoreMetricsSink } from '../../metrics/metrics.js';
+import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
+import { ALGORITHM_CODES, APPLY_SCRIPT, MODE_CODES } from './apply-script.js';
+import { hashTagOf, redisKeyOf, slotOfTag } from './keys.js';
+import { LocalOverLimitCache } from './local-cache.js';
+
+/** A connected ioredis client: a single node (also through Sentinel) or a cluster. */
+export type RedisClient = Redis | Cluster;
+
+/** The client with the script registered by {@link createRedisStore}. */
+interface ScriptClient {
+  sluiceApply(...args: (string | number)[]): Promise<unknown>;
+}
+
+/** Name the script is registered under on each client (ioredis `defineCommand`). */
+const SCRIPT_COMMAND = 'sluiceApply';
+
+/** Period of the PING probe while a stalled store waits to be trusted again, in ms. */
+const PROBE_INTERVAL_MS = 250;
+
+/** Options for {@link createRedisStore}. */
+export interface RedisStoreOptions {
+  /** The client for every counter (the store takes ownership and quits it on `close()`). */
+  readonly client: RedisClient;
+  /**
+   * `REDIS_PERSECOND`: the client for counters whose window is shorter than a minute (unit
+   * `second`, any multiplier below 60); `undefined` sends them to `client`.
+   */
+  readonly perSecondClient?: RedisClient;
+  /** `CACHE_KEY_PREFIX`, put before every Redis key ('' for none). */
+  readonly keyPrefix: string;
+  /** `REDIS_TIMEOUT` in ms: the longest any call may take before it fails. */
+  readonly timeoutMs: number;
+  /** Per-second client's timeout in ms; `undefined` means `timeoutMs`. */
+  readonly perSecondTimeoutMs?: number;
+  /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 or `undefined` = off. */
+  readonly localCacheBytes?: number;
+  /**
+   * Time source for the local cache (epoch ms); default `Date.now`. Decisions always use Redis time
+   * unless {@link RedisStoreOptions.scriptClock} is set.
+   */
+  readonly clock?: Clock;
+  /**
+   * Tests only: pass this clock's time to the script instead of Redis `TIME`, so a manual clock
+   * drives Redis decisions exactly as it drives the memory store's. `undefined` (production): the
+   * script reads `TIME`.
+   */
+  readonly scriptClock?: Clock;
+  /**
+   * Milliseconds of TTL added past the moment a counter holds nothing (default 0: keys expire just
+   * after their last counted hit leaves the window). Tests with a manual clock raise it.
+   */
+  readonly ttlGraceMs?: number;
+  /** Where store errors and local cache answers are counted; `undefined`: not counted. */
+  readonly metrics?: StoreMetricsSink;
+  /** Logger for state changes (one line per change); `undefined`: silent. */
+  readonly logger?: Logger;
+}
+
+/** A group of specs that one script call handles: one client, one slot. */
+interface Group {
+  readonly client: ClientState;
+  readonly indexes: number[];
+}
+
+/** One Redis connection (main or per-second) and what the store knows about it. */
+class ClientState {
+  /** The connection is ready (ioredis `ready` seen, no `close` since). */
+  connected = false;
+  /** A call timed out; calls fail fast until a PING probe answers. */
+  stalled = false;
+  private probe: NodeJS.Timeout | undefined;
+  /** Whether the connection ever was ready (the first failure to connect is logged once too). */
+  private everUp = false;
+  private loggedDown = false;
+
+  constructor(
+    readonly name: string,
+    readonly client: RedisClient,
+    readonly timeoutMs: number,
+    readonly cluster: boolean,
+    private readonly metrics: StoreMetricsSink | undefined,
+    private readonly logger: Logger | undefined,
+  ) {
+    client.defineCommand(SCRIPT_COMMAND, { lua: APPLY_SCRIPT });
+    this.connected = client.status === 'ready';
+    this.everUp = this.connected;
+    client.on('ready', () => {
+      this.connected = true;
+      this.up('connected');
+    });
+    client.on('close', () => this.down('connection closed'));
+    client.on('end', () => this.down('connection ended'));
+    client.on('error', (error: Error) => {
+      // ioredis reconnects on its own; an error is logged once per outage (no secrets: the
+      // logger redacts URLs and passwords).
+      if (!this.connected) this.down(error.message);
+    });
+  }
+
+  /** Whether calls may go to Redis now. */
+  healthy(): boolean {
+    return this.connected && !this.stalled;
+  }
+
+  /** A call timed out: fail fast until a PING answers within the timeout. */
+  stall(): void {
+    if (this.stalled) return;
+    this.stalled = true;
+    this.metrics?.storeError('stalled');
+    this.logger?.warn(
+      { redis: this.name, timeoutMs: this.timeoutMs },
+      'redis did not answer within REDIS_TIMEOUT; failing fast until it answers a probe',
+    );
+    this.probe = setInterval(() => {
+      void withTimeout(this.client.ping(), this.timeoutMs).then(
+        () => {
+          if (!this.stalled) return;
+          this.stalled = false;
+          clearInterval(this.probe);
+          this.probe = undefined;
+          this.up('answered a probe');
+        },
+        () => undefined,
+      );
+    }, PROBE_INTERVAL_MS);
+    this.probe.unref();
+  }
+
+  close(): void {
+    if (this.probe !== undefined) clearInterval(this.probe);
+    this.probe = undefined;
+  }
+
+  private up(why: string): void {
+    if (!this.healthy()) return;
+    if (this.everUp && !this.loggedDown) return;
+    this.everUp = true;
+    this.loggedDown = false;
+    this.logger?.warn({ redis: this.name }, `redis store available (${why})`);
+  }
+
+  private down(why: string): void {
+    this.connected = false;
+    if (this.loggedDown) return;
+    this.loggedDown = true;
+    this.metrics?.storeError('disconnect');
+    this.logger?.error(
+      { redis: this.name, reason: why },
+      this.everUp
+        ? 'redis store unavailable; reconnecting in the background'
+        : 'redis store not reachable yet; connecting in the background',
+    );
+  }
+}
+
+/** Reject with STORE_UNAVAILABLE when `promise` has not settled after `ms`. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}
+
+class TimeoutError extends Error {
+  constructor(ms: number) {
+    super(`redis did not answer within ${ms}ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/** Create a Redis {@link CounterStore}; see the module header. */
+export function createRedisStore(options: RedisStoreOptions): CounterStore {
+  return new RedisStore(options);
+}
+
+class RedisStore implements CounterStore {
+  private readonly main: ClientState;
+  private readonly perSecond: ClientState | undefined;
+  private readonly prefix: string;
+  private readonly groupBySlot: boolean;
+  private readonly cache: LocalOverLimitCache | undefined;
+  private readonly clock: Clock;
+  private readonly scriptClock: Clock | undefined;
+  private readonly grace: string;
+  private readonly metrics: StoreMetricsSink | undefined;
+
+  constructor(options: RedisStoreOptions) {
+    const logger = options.logger;
+    const isCluster = (client: RedisClient): boolean => 'nodes' in client && 'slots' in client;
+    this.main = new ClientState(
+      'main',
+      options.client,
+      options.timeoutMs,
+      isCluster(options.client),
+      options.metrics,
+      logger,
+    );
+    this.perSecond =
+      options.perSecondClient === undefined
+        ? undefined
+        : new ClientState(
+            'per-second',
+            options.perSecondClient,
+            options.perSecondTimeoutMs ?? options.timeoutMs,
+            isCluster(options.perSecondClient),
+            options.metrics,
+            logger,
+          );
+    this.prefix = options.keyPrefix;
+    // A prefix with braces could hold the hash tag itself: then only a shared tag proves a
+    // shared slot.
+    this.groupBySlot = !/[{}]/.test(this.prefix);
+    const bytes = options.localCacheBytes ?? 0;
+    this.cache = bytes > 0 ? new LocalOverLimitCache(bytes) : undefined;
+    this.clock = options.clock ?? Date.now;
+    this.scriptClock = options.scriptClock;
+    this.grace = String(Math.max(0, Math.floor(options.ttlGraceMs ?? 0)));
+    this.metrics = options.metrics;
+  }
+
+  async apply(specs: readonly CounterSpec[]): Promise<BatchResult> {
+    const count = specs.length;
+    if (count === 0) return { admitted: true, results: [] };
+    if (this.cache !== undefined) {
+      const answer = this.fromCache(specs);
+      if (answer !== undefined) return answer;
+    }
+    const batch = await this.applyRemote(specs, false);
+    if (this.cache !== undefined && !batch.admitted) this.remember(specs, batch);
+    return batch;
+  }
+
+  size(): number {
+    // Counters live in Redis; the local cache is not a counter.
+    return 0;
+  }
+
+  healthy(): boolean {
+    return this.main.healthy() && (this.perSecond === undefined || this.perSecond.healthy());
+  }
+
+  async close(): Promise<void> {
+    this.main.close();
+    this.perSecond?.close();
+    this.cache?.clear();
+    await Promise.all([quit(this.main.client), this.perSecond && quit(this.perSecond.client)]);
+  }
+
+  /**
+   * The answer when an enforced spec is known over limit: every spec in the cache → no Redis call;
+   * otherwise a dry run (nothing charged) gives the others' exact results. `undefined` when no
+   * enforced spec is in the cache.
+   */
+  private fromCache(specs: readonly CounterSpec[]): BatchResult | Promise<BatchResult> | undefined {
+    const cache = this.cache!;
+    const now = Math.floor(this.clock());
+    let cached = 0;
+    let waits: number[] | undefined;
+    for (let i = 0; i < specs.length; i++) {
+      const spec = specs[i]!;
+      if (spec.mode !== 'enforced' || !(spec.hits > 0)) continue;
+      const waitMs = cache.overLimitForMs(spec.key, cumulativeHits(specs, i), spec.limit, now);
+      if (waitMs > 0) {
+        (waits ??= new Array<number>(specs.length).fill(0))[i] = waitMs;
+        cached++;
+      }
+    }
+    if (waits === undefined) return undefined;
+    this.metrics?.localCacheOverLimit(cached);
+    if (cached === specs.length) {
+      return {
+        admitted: false,
+        results: waits.map((resetMs) => ({ overLimit: true, remaining: 0, resetMs })),
+      };
+    }
+    return this.applyRemote(specs, true).then((batch) => {
+      for (let i = 0; i < specs.length; i++) {
+        const waitMs = waits[i]!;
+        if (waitMs > 0) batch.results[i] = { overLimit: true, remaining: 0, resetMs: waitMs };
+      }
+      return { admitted: false, results: batch.results };
+    });
+  }
+
+  /** Cache the enforced specs a rejected batch found over limit, until they would fit. */
+  private remember(specs: readonly CounterSpec[], batch: BatchResult): void {
+    const now = Math.floor(this.clock());
+    for (let i = 0; i < specs.length; i++) {
+      const spec = specs[i]!;
+      const result = batch.results[i]!;
+      if (spec.mode !== 'enforced' || !result.overLimit || !(spec.hits > 0)) continue;
+      if (result.resetMs <= 0) continue;
+      this.cache!.remember(spec.key, cumulativeHits(specs, i), spec.limit, now + result.resetMs);
+    }
+  }
+
+  /** Check (and unless `dry`, charge) every spec in Redis: one script call per group. */
+  private async applyRemote(specs: readonly CounterSpec[], dry: boolean): Promise<BatchResult> {
+    const groups = this.groupsOf(specs);
+    if (groups.length === 1) {
+      const group = groups[0]!;
+      const reply = await this.call(group, specs, dry);
+      return decode(reply, specs.length, undefined);
+    }
+    const replies = await Promise.all(groups.map((group) => this.call(group, specs, dry)));
+    const results = new Array<CounterResult>(specs.length);
+    let admitted = true;
+    for (let g = 0; g < groups.length; g++) {
+      const partial = decode(replies[g]!, groups[g]!.indexes.length, undefined);
+      if (!partial.admitted) admitted = false;
+      const indexes = groups[g]!.indexes;
+      for (let k = 0; k < indexes.length; k++) results[indexes[k]!] = partial.results[k]!;
+    }
+    return { admitted, results };
+  }
+
+  /** Split the specs by client and (on a cluster) by hash slot, keeping their order in each. */
+  private groupsOf(specs: readonly CounterSpec[]): Group[] {
+    const perSecond = this.perSecond;
+    const main = this.main;
+    if (perSecond === undefined && !main.cluster) {
+      return [{ client: main, indexes: specs.map((_, i) => i) }];
+    }
+    const byId = new Map<string, Group>();
+    const groups: Group[] = [];
+    for (let i = 0; i < specs.length; i++) {
+      const spec = specs[i]!;
+      const client = perSecond !== undefined && spec.windowMs < 60_000 ? perSecond : main;
+      let id = client.name;
+      if (client.cluster) {
+        const tag = hashTagOf(spec.key);
+        id += this.groupBySlot ? ':' + slotOfTag(tag) : ':' + tag;
+      }
+      let group = byId.get(id);
+      if (group === undefined) {
+        group = { client, indexes: [] };
+        byId.set(id, group);
+        groups.push(group);
+      }
+      group.indexes.push(i);
+    }
+    return groups;
+  }
+
+  /** One script call for `group`; failures become STORE_UNAVAILABLE. */
+  private async call(group: Group, specs: readonly CounterSpec[], dry: boolean): Promise<unknown> {
+    const state = group.client;
+    if (!state.healthy()) {
+      this.metrics?.storeError('unavailable');
+      throw new SluiceError(
+        'STORE_UNAVAILABLE',
+        state.connected ? 'redis is not answering (waiting for a probe)' : 'redis is not connected',
+      );
+    }
+    const indexes = group.indexes;
+    const n = indexes.length;
+    const args: (string | number)[] = new Array<string | number>(1 + n + 3 + n * 6);
+    args[0] = n;
+    let a = 1;
+    for (let k = 0; k < n; k++) args[a++] = redisKeyOf(this.prefix, specs[indexes[k]!]!.key);
+    args[a++] = this.scriptClock === undefined ? '' : Math.floor(this.scriptClock());
+    args[a++] = dry ? '1' : '0';
+    args[a++] = this.grace;
+    for (let k = 0; k < n; k++) {
+      const spec = specs[indexes[k]!]!;
+      args[a++] = ALGORITHM_CODES[spec.algorithm];
+      args[a++] = spec.limit;
+      args[a++] = spec.windowMs;
+      args[a++] = spec.burst;
+      args[a++] = spec.hits;
+      args[a++] = MODE_CODES[spec.mode];
+    }
+    try {
+      return await withTimeout(
+        (state.client as unknown as ScriptClient).sluiceApply(...args),
+        state.timeoutMs,
+      );
+    } catch (error) {
+      if (error instanceof TimeoutError) {
+        this.metrics?.storeError('timeout');
+        state.stall();
+      } else {
+        this.metrics?.storeError('error');
+      }
+      throw new SluiceError('STORE_UNAVAILABLE', `redis: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+}
+
+/** Hits of spec `i` plus those of the earlier specs on its key (the script's cumulative check). */
+function cumulativeHits(specs: readonly CounterSpec[], i: number): number {
+  const key = specs[i]!.key;
+  let hits = 0;
+  for (let j = 0; j <= i; j++) if (specs[j]!.key === key) hits += specs[j]!.hits;
+  return hits;
+}
+
+/** Decode the script's reply for `count` specs. */
+function decode(reply: unknown, count: number, into: CounterResult[] | undefined): BatchResult {
+  if (!Array.isArray(reply) || reply.length !== 1 + count * 3) {
+    throw new SluiceError('STORE_UNAVAILABLE', 'redis: unexpected reply from the apply script');
+  }
+  const results = into ?? new Array<CounterResult>(count);
+  for (let i = 0; i < count; i++) {
+    const at = 1 + i * 3;
+    results[i] = {
+      overLimit: reply[at] === 1,
+      remaining: Number(reply[at + 1]),
+      resetMs: Number(reply[at + 2]),
+    };
+  }
+  return { admitted: reply[0] === 1, results };
+}
+
+/** Close a client politely, then for sure. */
+async function quit(client: RedisClient | undefined): Promise<void> {
+  if (client === undefined) return;
+  try {
+    if (client.status === 'ready') await withTimeout(client.quit(), 1_000);
+  } catch {
+    // Closing anyway below.
+  }
+  client.disconnect();
+}
