@@ -9,12 +9,14 @@ import { watchConfig } from './config/watch.js';
 import { formatConfigProblem, ConfigError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Logger } from './logging/logger.js';
+import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
 import type { Settings } from './settings.js';
+import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
-import { createMemoryStore } from './stores/memory/memory-store.js';
+import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -130,19 +132,13 @@ export async function createApp(options: AppOptions): Promise<App> {
   // Set from here on: by the first load or by a newer reload.
   const serving = (): ConfigSnapshot => current!;
 
-  const storeLog = logger.child({ module: 'memory-store' });
-  const store = createMemoryStore({
-    clock,
-    maxKeys: settings.memoryMaxKeys,
-    onEvict: (reason, count) => {
-      metrics.store.evicted(reason, count);
-      if (reason === 'lru')
-        storeLog.warn(
-          { count, maxKeys: settings.memoryMaxKeys },
-          'evicted live counters: MEMORY_MAX_KEYS reached',
-        );
-    },
-  });
+  let store: CounterStore;
+  try {
+    store = await createStore(settings, { clock, logger, metrics: metrics.store });
+  } catch (err) {
+    watcher?.close();
+    throw err;
+  }
   const limiter = createLimiter({ store, shadowMode: settings.shadowMode });
   const service = createRateLimitService({
     limiter,
@@ -203,15 +199,18 @@ export async function createApp(options: AppOptions): Promise<App> {
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
       const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
       const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
-      logger.info(
-        {
-          grpcHost: settings.grpcHost,
-          grpcPort,
-          httpAddress: `${settings.httpHost}:${httpPort}`,
-          debugAddress: `${settings.debugHost}:${debugPort}`,
+      // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
+      logStartup(logger, {
+        version: SLUICE_VERSION,
+        listeners: {
+          grpc: formatHostPort(settings.grpcHost, grpcPort),
+          http: formatHostPort(settings.httpHost, httpPort),
+          debug: formatHostPort(settings.debugHost, debugPort),
         },
-        'sluice listening',
-      );
+        store: settings.backendType,
+        configOrigin: settings.config.origin,
+        snapshot: serving(),
+      });
       return { grpcPort, httpPort, debugPort };
     },
     close() {

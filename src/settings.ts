@@ -307,8 +307,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     backendType,
     backendTypeInferred,
     redis,
-    storeFailureMode:
-      failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
+    storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
     shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),

@@ -1,3 +1,8 @@
+/**
+ * What only the memory store does: idle reclaim and the MEMORY_MAX_KEYS cap. The cases every
+ * store must pass (all-or-nothing, repeated keys, no allocation on rejection, concurrency) are in
+ * the shared contract suite, test/contract/store-contract.test.ts, run against memory and Redis.
+ */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { createMemoryStore, type EvictReason } from '../../src/stores/memory/memory-store.js';
@@ -50,124 +55,6 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((store) => store.close()));
   vi.restoreAllMocks();
   vi.useRealTimers();
-});
-
-describe('memory store: all-or-nothing', () => {
-  it('charges nothing when one enforced counter is over', async () => {
-    const { store } = harness();
-    await store.apply([spec('full', 2, 2)]);
-    const batch = await store.apply([spec('fresh', 1, 5), spec('full', 1, 2), spec('x', 1, 5)]);
-    expect(batch.admitted).toBe(false);
-    expect(batch.results).toEqual([
-      { overLimit: false, remaining: 5, resetMs: 0 },
-      { overLimit: true, remaining: 0, resetMs: 1_050 },
-      { overLimit: false, remaining: 5, resetMs: 0 },
-    ]);
-    expect(await peek(store, 'full', 2)).toMatchObject({ remaining: 0 });
-    // Rejected: no counter was created for the fresh keys.
-    expect(store.size()).toBe(1);
-  });
-
-  it('admits and charges every counter when only shadow counters are over', async () => {
-    const { store } = harness();
-    await store.apply([spec('shadow', 2, 2, { mode: 'shadow' })]);
-    const batch = await store.apply([spec('shadow', 2, 2, { mode: 'shadow' }), spec('k', 1, 5)]);
-    expect(batch.admitted).toBe(true);
-    expect(batch.results).toEqual([
-      // 4 counted against 2: the next 2 hits fit once the bucket holding all 4 expires.
-      { overLimit: true, remaining: 0, resetMs: 1_050 },
-      { overLimit: false, remaining: 4, resetMs: 1_050 },
-    ]);
-    // The shadow counter was charged while over, so even a hits-0 check is over now.
-    expect(await peek(store, 'shadow', 3)).toEqual({
-      overLimit: true,
-      remaining: 0,
-      resetMs: 1_050,
-    });
-    expect(await peek(store, 'shadow', 4)).toMatchObject({ overLimit: false, remaining: 0 });
-    // Hits above the limit can never fit: a full window.
-    const never = await store.apply([spec('shadow', 3, 2, { mode: 'shadow' })]);
-    expect(never.results[0]).toEqual({ overLimit: true, remaining: 0, resetMs: W });
-    expect(store.size()).toBe(2);
-  });
-
-  it('an empty batch is admitted', async () => {
-    const { store } = harness();
-    expect(await store.apply([])).toEqual({ admitted: true, results: [] });
-  });
-});
-
-describe('memory store: the same key twice in one batch', () => {
-  it('checks each spec against the hits of the earlier ones on that key', async () => {
-    const { store, clock } = harness();
-    await store.apply([spec('k', 2, 5)]);
-    clock.advance(100);
-    // 2 counted; 2 more fit (4 <= 5), 2 more after them do not (6 > 5).
-    const batch = await store.apply([spec('k', 2, 5), spec('k', 2, 5)]);
-    expect(batch.admitted).toBe(false);
-    expect(batch.results).toEqual([
-      { overLimit: false, remaining: 3, resetMs: 950 },
-      // Retrying both needs 1 more hit of room: when the first bucket expires.
-      { overLimit: true, remaining: 0, resetMs: 950 },
-    ]);
-    expect(await peek(store, 'k', 5)).toMatchObject({ remaining: 3 });
-  });
-
-  it('admits the pair when their sum fits, and reports the room left after both', async () => {
-    const { store } = harness();
-    const batch = await store.apply([spec('k', 2, 5), spec('other', 1, 1), spec('k', 3, 5)]);
-    expect(batch.admitted).toBe(true);
-    expect(batch.results).toEqual([
-      { overLimit: false, remaining: 0, resetMs: 1_050 },
-      { overLimit: false, remaining: 0, resetMs: 1_050 },
-      { overLimit: false, remaining: 0, resetMs: 1_050 },
-    ]);
-    expect(await peek(store, 'k', 5)).toMatchObject({ remaining: 0 });
-    expect(store.size()).toBe(2);
-  });
-
-  it('reports a full window when the pair can never fit together', async () => {
-    const { store } = harness();
-    const batch = await store.apply([spec('k', 3, 5), spec('k', 3, 5)]);
-    expect(batch.admitted).toBe(false);
-    expect(batch.results[1]).toEqual({ overLimit: true, remaining: 0, resetMs: W });
-    expect(store.size()).toBe(0);
-  });
-
-  it('a check-only first spec sees the counter a later duplicate creates', async () => {
-    const { store } = harness();
-    const batch = await store.apply([spec('k', 0, 5), spec('k', 2, 5)]);
-    expect(batch.admitted).toBe(true);
-    expect(batch.results).toEqual([
-      { overLimit: false, remaining: 3, resetMs: 1_050 },
-      { overLimit: false, remaining: 3, resetMs: 1_050 },
-    ]);
-  });
-});
-
-describe('memory store: rejected or check-only requests allocate nothing', () => {
-  it('creates no entry for hits 0, for a rejection, or for hits above the limit', async () => {
-    const { store } = harness();
-    expect((await store.apply([spec('a', 0, 5)])).admitted).toBe(true);
-    expect((await store.apply([spec('b', 1, 0)])).admitted).toBe(false);
-    expect((await store.apply([spec('c', 6, 5)])).results[0]).toEqual({
-      overLimit: true,
-      remaining: 0,
-      resetMs: W,
-    });
-    expect(store.size()).toBe(0);
-  });
-
-  it('does not charge a rejected request (a flood of rejections does not extend the wait)', async () => {
-    const { store, clock } = harness();
-    await store.apply([spec('k', 3, 3)]);
-    for (let k = 0; k < 100; k++) {
-      clock.advance(10);
-      expect((await store.apply([spec('k', 1, 3)])).admitted).toBe(false);
-    }
-    clock.set(T0 + 1_050);
-    expect((await store.apply([spec('k', 3, 3)])).admitted).toBe(true);
-  });
 });
 
 describe('memory store: idle reclaim', () => {
@@ -298,15 +185,5 @@ describe('memory store: maxKeys', () => {
     await store.apply([spec('a', 1, 5)]);
     await expect(store.apply([spec('b', 1, 5)])).resolves.toMatchObject({ admitted: true });
     expect(store.size()).toBe(1);
-  });
-});
-
-describe('memory store: atomicity', () => {
-  it('N concurrent callers on one key: exactly the limit is admitted', async () => {
-    const { store } = harness();
-    const answers = await Promise.all(
-      Array.from({ length: 50 }, () => store.apply([spec('k', 1, 20)])),
-    );
-    expect(answers.filter((a) => a.admitted)).toHaveLength(20);
   });
 });

@@ -32,4 +32,3 @@ export function parseAddress(text: string): Address {
   if (match === null) throw new Error(`expected host:port or a redis:// URL, got ${trimmed}`);
   return { host: match[1] ?? match[2]!, port: Number(match[3]), tls: false };
 }
-

@@ -32,13 +32,18 @@ function tlsOptions(settings: RedisConnectionSettings): ConnectionOptions {
     try {
       return readFileSync(file);
     } catch (error) {
-      throw new SluiceError('INVALID_SETTINGS', `cannot read ${what} ${file}: ${(error as Error).message}`);
+      throw new SluiceError(
+        'INVALID_SETTINGS',
+        `cannot read ${what} ${file}: ${(error as Error).message}`,
+      );
     }
   };
   const options: ConnectionOptions = {};
   if (settings.tlsCaCert !== '') options.ca = read(settings.tlsCaCert, 'REDIS_TLS_CACERT');
-  if (settings.tlsClientCert !== '') options.cert = read(settings.tlsClientCert, 'REDIS_TLS_CLIENT_CERT');
-  if (settings.tlsClientKey !== '') options.key = read(settings.tlsClientKey, 'REDIS_TLS_CLIENT_KEY');
+  if (settings.tlsClientCert !== '')
+    options.cert = read(settings.tlsClientCert, 'REDIS_TLS_CLIENT_CERT');
+  if (settings.tlsClientKey !== '')
+    options.key = read(settings.tlsClientKey, 'REDIS_TLS_CLIENT_KEY');
   if (settings.tlsSkipHostnameVerification) options.checkServerIdentity = () => undefined;
   return options;
 }

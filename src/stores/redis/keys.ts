@@ -25,7 +25,11 @@ export function hashTagOf(counterKey: string): string {
 }
 
 /** The Redis key of a counter: `prefix{tag}counterKey`. */
-export function redisKeyOf(prefix: string, counterKey: string, tag = hashTagOf(counterKey)): string {
+export function redisKeyOf(
+  prefix: string,
+  counterKey: string,
+  tag = hashTagOf(counterKey),
+): string {
   return prefix + '{' + tag + '}' + counterKey;
 }
 
@@ -33,7 +37,8 @@ const CRC16_TABLE = (() => {
   const table = new Uint16Array(256);
   for (let i = 0; i < 256; i++) {
     let crc = i << 8;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    for (let bit = 0; bit < 8; bit++)
+      crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
     table[i] = crc;
   }
   return table;

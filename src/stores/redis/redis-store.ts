@@ -337,7 +337,7 @@ class RedisStore implements CounterStore {
     const results = new Array<CounterResult>(specs.length);
     let admitted = true;
     for (let g = 0; g < groups.length; g++) {
-      const partial = decode(replies[g]!, groups[g]!.indexes.length, undefined);
+      const partial = decode(replies[g], groups[g]!.indexes.length, undefined);
       if (!partial.admitted) admitted = false;
       const indexes = groups[g]!.indexes;
       for (let k = 0; k < indexes.length; k++) results[indexes[k]!] = partial.results[k]!;

@@ -1,0 +1,91 @@
+/**
+ * The store factory: the counter store the settings ask for (docs/configuration.md).
+ * `BACKEND_TYPE=memory` gives the memory store; `redis` gives the Redis store behind the failure
+ * policy (`STORE_FAILURE_MODE`), connected (or still connecting in the background after
+ * `REDIS_TIMEOUT`) when the promise resolves.
+ */
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logging/logger.js';
+import type { StoreMetricsSink } from '../metrics/metrics.js';
+import type { Settings } from '../settings.js';
+import type { CounterStore } from './counter-store.js';
+import { withFailurePolicy } from './failure-policy.js';
+import { createMemoryStore } from './memory/memory-store.js';
+import { createRedisClient, waitUntilReady } from './redis/connect.js';
+import { createRedisStore } from './redis/redis-store.js';
+
+/** Options for {@link createStore}. */
+export interface CreateStoreOptions {
+  /** Time source of the memory store (and of the Redis store's local cache). */
+  readonly clock: Clock;
+  /** Parent logger; the store logs through a `store` child. */
+  readonly logger: Logger;
+  /** Where evictions, store errors, local cache answers and fallbacks are counted. */
+  readonly metrics?: StoreMetricsSink;
+}
+
+/** Create the counter store `settings` describe. */
+export async function createStore(
+  settings: Settings,
+  options: CreateStoreOptions,
+): Promise<CounterStore> {
+  const { clock, metrics } = options;
+  const memoryLog = options.logger.child({ module: 'memory-store' });
+  const memory = (): CounterStore =>
+    createMemoryStore({
+      clock,
+      maxKeys: settings.memoryMaxKeys,
+      onEvict: (reason, count) => {
+        metrics?.evicted(reason, count);
+        if (reason === 'lru') {
+          memoryLog.warn(
+            { count, maxKeys: settings.memoryMaxKeys },
+            'evicted live counters: MEMORY_MAX_KEYS reached',
+          );
+        }
+      },
+    });
+  const redis = settings.redis;
+  if (settings.backendType !== 'redis' || redis === undefined) return memory();
+
+  const logger = options.logger.child({ module: 'redis-store' });
+  if (settings.backendTypeInferred) {
+    logger.warn('BACKEND_TYPE is not set and REDIS_URL is: using the Redis store');
+  }
+  const client = createRedisClient(redis.main);
+  const perSecondClient =
+    redis.perSecond === undefined ? undefined : createRedisClient(redis.perSecond);
+  const store = createRedisStore({
+    client,
+    perSecondClient,
+    keyPrefix: redis.keyPrefix,
+    timeoutMs: redis.main.timeoutMs,
+    perSecondTimeoutMs: redis.perSecond?.timeoutMs,
+    localCacheBytes: redis.localCacheBytes,
+    clock,
+    metrics,
+    logger,
+  });
+  const ready = await Promise.all([
+    waitUntilReady(client, redis.main.timeoutMs),
+    perSecondClient === undefined
+      ? true
+      : waitUntilReady(perSecondClient, redis.perSecond!.timeoutMs),
+  ]);
+  logger.info(
+    {
+      redisType: redis.main.type,
+      perSecond: perSecondClient !== undefined,
+      localCacheBytes: redis.localCacheBytes,
+      failureMode: settings.storeFailureMode,
+      connected: ready.every(Boolean),
+    },
+    'redis store created',
+  );
+  return withFailurePolicy({
+    store,
+    mode: settings.storeFailureMode,
+    fallback: settings.storeFailureMode === 'memory' ? memory() : undefined,
+    metrics,
+  });
+}

@@ -1,0 +1,253 @@
+/**
+ * Real Redis servers for tests: a standalone `redis-server`, a 3-master cluster (`redis-cli
+ * --cluster create`) and a master + replica + sentinel, each on free loopback ports with a
+ * throwaway directory, stopped by the owning process group. A suite that needs `redis-server`
+ * is skipped with a visible reason when it is missing, and fails under CI (see `inCi`).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort, inCi, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
+
+/** Whether a command is on PATH. */
+function hasCommand(command: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' }).status === 0;
+}
+
+/** Whether a Redis suite runs or is skipped (locally, with the binary missing). */
+export interface RedisRequirement {
+  /** True when a binary is missing and CI is not set. */
+  readonly skip: boolean;
+  /** Why it is skipped or will fail. */
+  readonly reason: string | undefined;
+}
+
+/**
+ * Check for `redis-server`, `redis-cli` (and `redis-sentinel` when `sentinel`). Missing locally:
+ * skip with the reason printed; missing under CI: run (and fail) so the gap is seen.
+ */
+export function requireRedis(suite: string, sentinel = false): RedisRequirement {
+  const needed = ['redis-server', 'redis-cli', ...(sentinel ? ['redis-sentinel'] : [])];
+  const missing = needed.filter((command) => !hasCommand(command));
+  if (missing.length === 0) return { skip: false, reason: undefined };
+  const reason = `${suite}: ${missing.join(', ')} not found (Debian: apt-get install redis-server redis-sentinel; .ci/run installs them)`;
+  console.warn(`skipping ${reason}`);
+  return { skip: !inCi(), reason };
+}
+
+/** A running Redis process. */
+export interface RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly proc: ManagedProcess;
+  /** `127.0.0.1:port`. */
+  readonly address: string;
+  /** Stop it (SIGKILL when `kill`, as a crash would). */
+  stop(kill?: boolean): Promise<void>;
+}
+
+/** Wait until `redis-cli -p port PING` answers PONG. */
+async function waitForPing(port: number, proc: ManagedProcess): Promise<void> {
+  await waitFor(
+    `redis on port ${port}`,
+    async () => {
+      if (proc.hasExited()) throw new Error(`redis exited early:\n${proc.output()}`);
+      const client = new Redis({
+        port,
+        host: '127.0.0.1',
+        lazyConnect: true,
+        retryStrategy: () => null,
+      });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        return (await client.ping()) === 'PONG';
+      } catch {
+        return false;
+      } finally {
+        client.disconnect();
+      }
+    },
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
+}
+
+/**
+ * Start `redis-server` on a free loopback port (or `port`) with no persistence, in a throwaway
+ * directory; `args` are appended (e.g. `['--cluster-enabled', 'yes']`).
+ */
+export async function startRedis(
+  group: ProcessGroup,
+  options: { port?: number; args?: readonly string[]; dir?: string } = {},
+): Promise<RedisServer> {
+  const port = options.port ?? (await freePort());
+  const dir = options.dir ?? mkdtempSync(path.join(tmpdir(), 'sluice-redis-'));
+  const proc = group.spawn('redis-server', 'redis-server', [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    ...(options.args ?? []),
+  ]);
+  group.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  await waitForPing(port, proc);
+  return {
+    port,
+    dir,
+    proc,
+    address: `127.0.0.1:${port}`,
+    async stop(kill = false) {
+      if (kill) {
+        proc.child.kill('SIGKILL');
+        await proc.exited;
+      } else {
+        await proc.stop();
+      }
+    },
+  };
+}
+
+/** A client for test assertions (INFO, TTL, SCRIPT FLUSH...). */
+export function adminClient(port: number): Redis {
+  const client = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  return client;
+}
+
+/** Calls of each command since the last `CONFIG RESETSTAT`, from `INFO commandstats`. */
+export async function commandCalls(client: Redis): Promise<Map<string, number>> {
+  const info = await client.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const line of info.split('\n')) {
+    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+    if (match !== null) calls.set(match[1]!, Number(match[2]));
+  }
+  return calls;
+}
+
+/** A 3-master Redis Cluster on loopback. */
+export interface RedisCluster {
+  readonly nodes: readonly RedisServer[];
+  /** `host:port,host:port,host:port` as `REDIS_URL` takes it with `REDIS_TYPE=cluster`. */
+  readonly url: string;
+}
+
+/** Start three cluster-enabled servers and join them with `redis-cli --cluster create`. */
+export async function startRedisCluster(group: ProcessGroup): Promise<RedisCluster> {
+  const nodes: RedisServer[] = [];
+  for (let k = 0; k < 3; k++) {
+    nodes.push(
+      await startRedis(group, {
+        args: [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '2000',
+        ],
+      }),
+    );
+  }
+  const create = spawnSync(
+    'redis-cli',
+    [
+      '--cluster',
+      'create',
+      ...nodes.map((n) => n.address),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
+  if (create.status !== 0) {
+    throw new Error(`redis-cli --cluster create failed:\n${create.stdout}\n${create.stderr}`);
+  }
+  await waitFor(
+    'cluster_state:ok on every node',
+    async () => {
+      for (const node of nodes) {
+        const client = adminClient(node.port);
+        try {
+          const info = await client.cluster('INFO');
+          if (!String(info).includes('cluster_state:ok')) return false;
+        } finally {
+          client.disconnect();
+        }
+      }
+      return true;
+    },
+    { timeoutMs: 15_000, intervalMs: 100 },
+  );
+  return { nodes, url: nodes.map((n) => n.address).join(',') };
+}
+
+/** A master, a replica of it and one sentinel watching them. */
+export interface RedisSentinelSetup {
+  readonly master: RedisServer;
+  readonly replica: RedisServer;
+  readonly sentinel: RedisServer;
+  /** The master name the sentinel knows. */
+  readonly name: string;
+  /** `name,127.0.0.1:sentinelPort` as `REDIS_URL` takes it with `REDIS_TYPE=sentinel`. */
+  readonly url: string;
+}
+
+/** Start a master, a replica and a sentinel (quorum 1, fast failover). */
+export async function startRedisSentinel(group: ProcessGroup): Promise<RedisSentinelSetup> {
+  const name = 'sluicemaster';
+  const master = await startRedis(group);
+  const replica = await startRedis(group, {
+    args: ['--replicaof', '127.0.0.1', String(master.port)],
+  });
+  const sentinelPort = await freePort();
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-sentinel-'));
+  const conf = path.join(dir, 'sentinel.conf');
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 5000`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+  );
+  const proc = group.spawn('redis-sentinel', 'redis-sentinel', [conf]);
+  group.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  await waitForPing(sentinelPort, proc);
+  // The sentinel must have found the replica before a failover can promote it.
+  await waitFor(
+    'the sentinel to see the replica',
+    async () => {
+      const client = adminClient(sentinelPort);
+      try {
+        const replicas = (await client.call('SENTINEL', 'REPLICAS', name)) as unknown[];
+        return Array.isArray(replicas) && replicas.length > 0;
+      } finally {
+        client.disconnect();
+      }
+    },
+    { timeoutMs: 15_000, intervalMs: 200 },
+  );
+  const sentinel: RedisServer = {
+    port: sentinelPort,
+    dir,
+    proc,
+    address: `127.0.0.1:${sentinelPort}`,
+    stop: async () => proc.stop(),
+  };
+  return { master, replica, sentinel, name, url: `${name},127.0.0.1:${sentinelPort}` };
+}
