@@ -69,6 +69,19 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      // Sluice against the pinned reference (`npm run test:differential`); never part of plain
+      // `vitest run`, which it would slow down by minutes.
+      ...(process.env['SLUICE_DIFFERENTIAL'] === '1'
+        ? [
+            {
+              test: {
+                name: 'differential',
+                include: ['test/differential/**/*.test.ts'],
+                hookTimeout: 60_000,
+              },
+            },
+          ]
+        : []),
     ],
   },
 });

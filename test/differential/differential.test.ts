@@ -1,0 +1,330 @@
+/**
+ * The differential tier: random reference-format configs and request sequences, run against
+ * sluice (`DEFAULT_ALGORITHM=fixed_window`, in process) and the pinned reference (on a
+ * redis-server started here), comparing config acceptance, every status's code, current_limit
+ * and limit_remaining, and errors. The deliberate differences are excused only by the rules in
+ * deliberate.ts.
+ *
+ * Run it with `npm run test:differential -- --seed N --configs C --budget-ms M`
+ * (scripts/test-differential.mjs sets DIFF_SEED, DIFF_CONFIGS and DIFF_BUDGET_MS for this file).
+ * The run stops generating new configs when the budget is spent and says how many it compared.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { startApp } from '../helpers/app.js';
+import { inCi, useProcessGroup } from '../helpers/processes.js';
+import { validateFiles } from '../../src/config/validate.js';
+import { rlsClientConstructor } from '../../src/transport/grpc/proto.js';
+import { createRandom } from './random.js';
+import { generateConfig, generateRequests, type GenConfig, type GenRequest } from './generate.js';
+import {
+  RULES,
+  acceptanceDifferenceIsDeliberate,
+  counterClass,
+  requestsNotCompared,
+  type DeliberateRule,
+} from './deliberate.js';
+import { missingBinaries, startRedis, startReference } from './reference.js';
+
+const SEED = Number(process.env['DIFF_SEED'] ?? '1');
+const CONFIGS = Number(process.env['DIFF_CONFIGS'] ?? '200');
+const BUDGET_MS = Number(process.env['DIFF_BUDGET_MS'] ?? '600000');
+/** Configs loaded together per round (distinct domains). */
+const ROUND = 25;
+const REQUESTS_PER_CONFIG = 25;
+
+const missing = missingBinaries();
+if (missing !== undefined && inCi()) {
+  throw new Error(`the differential tier needs ${missing} under CI (.ci/run installs them)`);
+}
+
+/** A response reduced to what is compared. */
+interface Observed {
+  readonly error: string | undefined;
+  readonly overall: string;
+  readonly statuses: readonly {
+    code: string;
+    limit: string | undefined;
+    unit: string | undefined;
+    remaining: number;
+  }[];
+}
+
+type RlsClient = grpc.Client & {
+  ShouldRateLimit(
+    request: unknown,
+    options: grpc.CallOptions,
+    callback: (error: grpc.ServiceError | null, response?: any) => void,
+  ): void;
+};
+
+function client(address: string): RlsClient {
+  const Client = rlsClientConstructor();
+  return new Client(address, grpc.credentials.createInsecure()) as unknown as RlsClient;
+}
+
+function toWire(request: GenRequest): unknown {
+  return {
+    domain: request.domain,
+    hits_addend: request.hitsAddend,
+    descriptors: request.descriptors.map((d) => ({
+      entries: d.entries,
+      limit:
+        d.limit === undefined
+          ? undefined
+          : { requests_per_unit: d.limit.requestsPerUnit, unit: d.limit.unit },
+      hits_addend: d.hitsAddend === undefined ? undefined : { value: d.hitsAddend },
+    })),
+  };
+}
+
+async function call(c: RlsClient, request: GenRequest): Promise<Observed> {
+  return new Promise((resolve) => {
+    c.ShouldRateLimit(toWire(request), { deadline: Date.now() + 5_000 }, (error, response) => {
+      if (error) {
+        resolve({
+          error: `${grpc.status[error.code]}: ${error.details}`,
+          overall: '',
+          statuses: [],
+        });
+        return;
+      }
+      resolve({
+        error: undefined,
+        overall: String(response?.overall_code ?? 'UNKNOWN'),
+        statuses: (response?.statuses ?? []).map((s: any) => ({
+          code: String(s.code ?? 'UNKNOWN'),
+          limit:
+            s.current_limit == null
+              ? undefined
+              : `${s.current_limit.requests_per_unit ?? 0}/${s.current_limit.unit ?? 'UNKNOWN'}` +
+                (s.current_limit.name ? ` name=${s.current_limit.name}` : ''),
+          unit: s.current_limit?.unit ?? undefined,
+          remaining: Number(s.limit_remaining ?? 0),
+        })),
+      });
+    });
+  });
+}
+
+/** Everything the run found, printed at the end. */
+interface Report {
+  configs: number;
+  acceptedByBoth: number;
+  refusedByBoth: number;
+  requests: number;
+  statusesCompared: number;
+  skippedRounds: number;
+  deliberate: Map<string, number>;
+  differences: string[];
+}
+
+function excuse(report: Report, rule: DeliberateRule): void {
+  report.deliberate.set(rule.name, (report.deliberate.get(rule.name) ?? 0) + 1);
+}
+
+describe.skipIf(missing !== undefined)(
+  `differential: sluice vs the pinned reference (seed ${SEED}, ${CONFIGS} configs)`,
+  () => {
+    const group = useProcessGroup();
+
+    it(
+      'finds no difference but the deliberate ones',
+      { timeout: BUDGET_MS + 120_000 },
+      async () => {
+        const started = Date.now();
+        const random = createRandom(SEED);
+        const redisPort = await startRedis(group);
+        const report: Report = {
+          configs: 0,
+          acceptedByBoth: 0,
+          refusedByBoth: 0,
+          requests: 0,
+          statusesCompared: 0,
+          skippedRounds: 0,
+          deliberate: new Map(),
+          differences: [],
+        };
+        let index = 0;
+        while (index < CONFIGS && Date.now() - started < BUDGET_MS) {
+          const configs: GenConfig[] = [];
+          for (let i = 0; i < ROUND && index < CONFIGS; i++)
+            configs.push(generateConfig(random, index++));
+          const requests = new Map(
+            configs.map((c) => [c.file, generateRequests(random, c, REQUESTS_PER_CONFIG)]),
+          );
+          await runRound(configs, requests, redisPort, report);
+        }
+        const summary = [
+          `seed ${SEED}: ${report.configs} configs (${report.acceptedByBoth} loaded by both, ${report.refusedByBoth} refused by both), ` +
+            `${report.requests} requests, ${report.statusesCompared} statuses compared, ` +
+            `${report.skippedRounds} rounds cut at a window boundary, ${Date.now() - started} ms`,
+          `deliberate differences excused: ${[...report.deliberate].map(([k, v]) => `${k} x${v}`).join(', ') || 'none'}`,
+          `differences: ${report.differences.length}`,
+          ...report.differences.slice(0, 40),
+        ].join('\n');
+        console.log(summary);
+        expect(report.configs).toBeGreaterThan(0);
+        expect(report.differences, summary).toEqual([]);
+      },
+    );
+
+    async function runRound(
+      configs: readonly GenConfig[],
+      requests: ReadonlyMap<string, GenRequest[]>,
+      redisPort: number,
+      report: Report,
+    ): Promise<void> {
+      report.configs += configs.length;
+      const sluiceAccepted = new Map<string, boolean>();
+      const sluiceProblems = new Map<string, string>();
+      for (const config of configs) {
+        const result = validateFiles([{ name: config.file, content: config.yaml }]);
+        sluiceAccepted.set(config.file, result.problems.length === 0);
+        if (result.problems.length > 0)
+          sluiceProblems.set(config.file, result.problems[0]!.message);
+      }
+      const reference = await startReference(
+        group,
+        redisPort,
+        new Map(configs.map((c) => [c.file, c.yaml])),
+      );
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-diff-'));
+      for (const config of configs) {
+        if (sluiceAccepted.get(config.file))
+          await fs.writeFile(path.join(dir, config.file), config.yaml);
+      }
+      const sluice = await startApp([dir], { DEFAULT_ALGORITHM: 'fixed_window' });
+      const refClient = client(reference.address);
+      const sluiceClient = client(`127.0.0.1:${sluice.port}`);
+      try {
+        const compared: GenConfig[] = [];
+        for (const config of configs) {
+          const mine = sluiceAccepted.get(config.file)!;
+          const theirs = reference.refused.get(config.file);
+          if (mine === (theirs === undefined)) {
+            if (mine) compared.push(config);
+            else report.refusedByBoth++;
+            continue;
+          }
+          const rule = acceptanceDifferenceIsDeliberate(config, mine, theirs);
+          if (rule !== undefined) {
+            excuse(report, rule);
+            continue;
+          }
+          report.differences.push(
+            `${config.file}: sluice ${mine ? 'loads' : `refuses (${sluiceProblems.get(config.file)})`}, ` +
+              `the reference ${theirs === undefined ? 'loads' : `refuses (${theirs})`}\n${indent(config.yaml)}`,
+          );
+        }
+        report.acceptedByBoth += compared.length;
+        const hour = (): number => Math.floor(Date.now() / 3_600_000);
+        const startHour = hour();
+        for (const config of compared) {
+          const rule = requestsNotCompared(config);
+          if (rule !== undefined) {
+            excuse(report, rule);
+            continue;
+          }
+          const tainted = new Set<string>();
+          for (const request of requests.get(config.file)!) {
+            const theirs = await call(refClient, request);
+            const mine = await call(sluiceClient, request);
+            if (hour() !== startHour) {
+              report.skippedRounds++;
+              return;
+            }
+            report.requests++;
+            compare(config, request, mine, theirs, tainted, report);
+          }
+        }
+      } finally {
+        refClient.close();
+        sluiceClient.close();
+        await sluice.stop();
+        await reference.stop();
+        await fs.rm(dir, { recursive: true, force: true });
+      }
+    }
+  },
+);
+
+function compare(
+  config: GenConfig,
+  request: GenRequest,
+  mine: Observed,
+  theirs: Observed,
+  tainted: Set<string>,
+  report: Report,
+): void {
+  const where = (): string =>
+    `${config.file} request ${JSON.stringify(toWire(request))}\n  sluice:    ${JSON.stringify(mine)}\n  reference: ${JSON.stringify(theirs)}\n${indent(config.yaml)}`;
+  if (mine.error !== undefined || theirs.error !== undefined) {
+    if (mine.error !== undefined && theirs.error !== undefined) excuse(report, RULES.errorCode);
+    else report.differences.push(`one side failed: ${where()}`);
+    return;
+  }
+  if (mine.statuses.length !== theirs.statuses.length) {
+    report.differences.push(`status count: ${where()}`);
+    return;
+  }
+  const rejected = theirs.overall === 'OVER_LIMIT';
+  const classes = theirs.statuses.map((s, i) =>
+    s.unit === undefined
+      ? undefined
+      : counterClass(
+          request.domain,
+          request.descriptors[i]!.entries.map((e) => e.key),
+          s.unit,
+        ),
+  );
+  let overallComparable = true;
+  for (let i = 0; i < theirs.statuses.length; i++) {
+    const a = mine.statuses[i]!;
+    const b = theirs.statuses[i]!;
+    report.statusesCompared++;
+    if (a.limit !== b.limit) {
+      report.differences.push(`current_limit of status ${i}: ${where()}`);
+      return;
+    }
+    const cls = classes[i];
+    if (cls !== undefined && tainted.has(cls)) {
+      excuse(report, RULES.afterRejection);
+      overallComparable = false;
+      continue;
+    }
+    if (a.code !== b.code) {
+      report.differences.push(`code of status ${i}: ${where()}`);
+      return;
+    }
+    if (rejected && b.code === 'OK') {
+      excuse(report, RULES.rejectedRemaining);
+      continue;
+    }
+    if (a.remaining !== b.remaining) {
+      report.differences.push(`limit_remaining of status ${i}: ${where()}`);
+      return;
+    }
+  }
+  if (overallComparable && mine.overall !== theirs.overall) {
+    report.differences.push(`overall_code: ${where()}`);
+  }
+  // The reference charged every limited descriptor of a rejected request, and charges shadow and
+  // quota descriptors past their limit: those counters now differ by design.
+  theirs.statuses.forEach((s, i) => {
+    const cls = classes[i];
+    if (cls !== undefined && (rejected || s.code === 'OVER_LIMIT' || s.remaining === 0))
+      tainted.add(cls);
+  });
+}
+
+function indent(text: string): string {
+  return text
+    .trimEnd()
+    .split('\n')
+    .map((line) => `    | ${line}`)
+    .join('\n');
+}
