@@ -2,18 +2,28 @@
  * `npm run bench`: builds sluice, then prints one table comparing sluice with baselines measured
  * in the same run on the same machine (the ratios are the figures to compare across machines).
  * Progress goes to stderr; the machine, the table and notes go to stdout. Every loop is bounded
- * by a count and a time; the whole run takes about a minute and a half.
+ * by a count and a time; the whole run takes about four minutes.
  *
  * Run as `node --expose-gc .cache/bench-build/bench/run.js` after `npm run build` and
  * `tsc -p tsconfig.bench.json` (the `bench` script does all three).
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { loadSluice } from './dist.js';
+import { RESULTS_JSON, writeChart, CHART_SVG, type BenchResults } from './chart.js';
 import { benchGrpc, type GrpcBounds } from './grpc.js';
+import {
+  benchH2load,
+  formatH2load,
+  h2loadUnavailable,
+  type H2loadBounds,
+  type H2loadResult,
+} from './h2load.js';
 import { benchInProcess, type RateBounds } from './in-process.js';
 import { benchMemory, type MemoryBounds } from './memory.js';
 import { formatTable, type Row } from './report.js';
+import { formatTargets, judgeTargets } from './targets.js';
 import { writeRules } from './workloads.js';
 
 const t0 = performance.now();
@@ -40,6 +50,21 @@ const GRPC: GrpcBounds = {
   rounds: 3,
 };
 
+/** Rows 5-6 bounds: about 2.5 minutes with the reference (four servers). */
+const H2LOAD: H2loadBounds = {
+  shapes: [
+    { connections: 1, streams: 1 },
+    { connections: 4, streams: 32 },
+    { connections: 16, streams: 64 },
+  ],
+  latencyShape: { connections: 4, streams: 32 },
+  warmupS: 2,
+  durationS: 3,
+  rounds: 2,
+  sweep: [0.2, 0.4, 0.6, 0.8, 0.9],
+  sweepDurationS: 3,
+};
+
 async function main(): Promise<void> {
   const sluice = await loadSluice();
   const rulesDir = await writeRules();
@@ -52,14 +77,19 @@ async function main(): Promise<void> {
   ];
 
   try {
-    progress('1/3 in-process decision rate');
+    progress('1/4 in-process decision rate');
     const inProcess = await benchInProcess(sluice, rulesDir, RATE);
 
-    progress('2/3 memory per key');
+    progress('2/4 memory per key');
     const memory = benchMemory(sluice, MEMORY);
 
-    progress('3/3 end-to-end gRPC (servers in child processes)');
+    progress('3/4 end-to-end gRPC (servers in child processes)');
     const grpc = await benchGrpc(sluice, rulesDir, GRPC);
+
+    progress('4/4 h2load: sluice (lean, grpc-js), no-op grpc-js, envoyproxy/ratelimit');
+    const h2Skipped = h2loadUnavailable();
+    const h2: H2loadResult | undefined =
+      h2Skipped === undefined ? await benchH2load(sluice, rulesDir, H2LOAD, progress) : undefined;
 
     const redis: Row = {
       id: '4',
@@ -69,11 +99,19 @@ async function main(): Promise<void> {
       ratio: 'n/a',
     };
 
+    const rows = [...inProcess, ...grpc.rows, ...memory, redis];
+    const targets = judgeTargets(rows, h2);
     const out = [
       'sluice benchmark',
       ...machine,
       '',
-      formatTable([...inProcess, ...grpc.rows, ...memory, redis]),
+      formatTable(rows),
+      '',
+      h2 === undefined ? `h2load rows: ${h2Skipped}` : formatH2load(h2),
+      ...(h2?.referenceSkipped === undefined ? [] : [`reference: ${h2.referenceSkipped}`]),
+      '',
+      'targets:',
+      formatTargets(targets),
       '',
       'baselines:',
       `  1: a Map<string, number> counter bumped once per descriptor (precomputed keys) behind a ` +
@@ -85,10 +123,28 @@ async function main(): Promise<void> {
         `${GRPC.keys} distinct requests round-robin; ${GRPC.rounds} alternating windows of ` +
         `${GRPC.measureMs} ms per server after ${GRPC.warmupMs} ms of warm-up`,
       `  3: a Map<string, number> holding the same flat key strings (heapUsed after gc())`,
+      `  h2load: one prepared frame (${h2?.requestBytes ?? '?'} B request, one remote_address ` +
+        `descriptor, the same bytes to every server), h2load -t 1; saturation: ` +
+        `${H2LOAD.rounds} alternating windows of ${H2LOAD.durationS} s per server and shape after ` +
+        `${H2LOAD.warmupS} s of warm-up; fixed rate: h2load --rps for ${H2LOAD.sweepDurationS} s ` +
+        `at each fraction of the server's own maximum; latency from h2load's per-request log; ` +
+        `server CPU per call from /proc (the reference: service_cmd plus its redis-server)`,
       ...grpc.notes,
+      `results JSON: ${RESULTS_JSON}; chart: ${CHART_SVG} (npm run bench:chart re-renders it)`,
       `total bench time ${((performance.now() - t0) / 1000).toFixed(0)} s`,
     ];
     process.stdout.write(out.join('\n') + '\n');
+    const results: BenchResults & Record<string, unknown> = {
+      date: new Date().toISOString(),
+      machine,
+      h2load: h2,
+      rows,
+      targets,
+      report: out.join('\n'),
+    };
+    await fs.mkdir(path.dirname(RESULTS_JSON), { recursive: true });
+    await fs.writeFile(RESULTS_JSON, JSON.stringify(results, null, 2) + '\n');
+    if (h2 !== undefined) await writeChart(results);
   } finally {
     await fs.rm(rulesDir, { recursive: true, force: true });
   }
