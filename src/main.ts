@@ -3,28 +3,119 @@
  * CLI entry: `sluice serve | check | query`. Parses flags and environment, builds the app,
  * listens, and shuts down gracefully on SIGTERM/SIGINT.
  */
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
 import { createApp } from './app.js';
-import { formatResponse, parseDescriptor, sendQuery } from './cli/query.js';
+import { exitCodeFor, formatResponse, parseDescriptor, sendQuery } from './cli/query.js';
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
 import { createLogger } from './logging/logger.js';
-import { secretsFromEnv } from './logging/redact.js';
+import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
+import { SLUICE_VERSION } from './version.js';
 
-const USAGE = `Usage:
-  sluice serve [--config PATH]... [--grpc-host HOST] [--grpc-port PORT]
-               [--log-level LEVEL] [--log-format json|text] [--shadow-mode]
-      Serve Envoy's RateLimitService. Rules come from --config (files or directories,
-      repeatable), else $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY, else the
-      bundled demo rules in envoy/ratelimit/. Every setting is also an environment variable
-      (see README).
-  sluice check PATH...
-      Validate rule files or directories; prints every problem and exits 1 if there is any.
-  sluice query [--addr HOST:PORT] --domain DOMAIN --descriptor k=v[,k2=v2]...
-               [--descriptor ...] [--hits N] [--timeout-ms MS]
-      Send one ShouldRateLimit and print the answer (default --addr localhost:8081).
+const SERVE_HELP = `Usage: sluice serve [--config PATH]... [--grpc-host HOST] [--grpc-port PORT]
+                    [--log-level LEVEL] [--log-format json|text] [--backend-type TYPE]
+                    [--shadow-mode]
+
+Serve Envoy's RateLimitService (gRPC, with health and reflection) until SIGTERM or SIGINT.
+Rules come from --config (files or directories, repeatable), else
+$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY, else the bundled demo rules in
+envoy/ratelimit/. Every setting is also an environment variable (flags win); see README.
+
+  --config PATH        rule file or directory (repeatable)
+  --grpc-host HOST     gRPC listen address (GRPC_HOST, default 0.0.0.0)
+  --grpc-port PORT     gRPC listen port (GRPC_PORT, default 8081; 0 picks a free port)
+  --log-level LEVEL    trace, debug, info, warn, error or fatal (LOG_LEVEL, default warn)
+  --log-format FORMAT  json or text (LOG_FORMAT, default json)
+  --backend-type TYPE  counter store (BACKEND_TYPE, default memory)
+  --shadow-mode        answer OK overall, whatever the rules say (SHADOW_MODE)
+  -h, --help           show this help
 `;
+
+const CHECK_HELP = `Usage: sluice check PATH...
+
+Validate rule files or directories (every *.yaml and *.yml) as serve would load them. Prints
+every problem with its file and YAML path and exits 1 if there is any; exits 0 and prints the
+domains otherwise. Reads MERGE_DOMAIN_CONFIG.
+
+  -h, --help  show this help
+`;
+
+const QUERY_HELP = `Usage: sluice query [--addr HOST:PORT] --domain DOMAIN --descriptor k=v[,k2=v2]...
+                    [--descriptor ...] [--hits N | --check] [--timeout-ms MS]
+
+Send one ShouldRateLimit to a running sluice (or any RLS server) and print the answer.
+Exit status: 0 when the overall code is OK, 2 when it is OVER_LIMIT, 1 on any error.
+
+  --addr HOST:PORT    server address (default localhost:8081)
+  --domain DOMAIN     rate limit domain (required)
+  --descriptor k=v,.. one descriptor, entries in order (repeatable; at least one); a backslash
+                      escapes , = or \\ inside keys and values
+  --hits N            hits to count per descriptor (request hits_addend, N >= 1; default 1)
+  --check             count nothing: send hits_addend 0 on every descriptor and show the
+                      counters as they are
+  --timeout-ms MS     deadline (default 5000)
+  -h, --help          show this help
+`;
+
+const USAGE = `Usage: sluice <command> [options]
+
+Commands:
+  serve     serve Envoy's RateLimitService
+  check     validate rule files
+  query     send one ShouldRateLimit and print the answer
+  version   print the version (also: sluice --version)
+  help      show this help, or a command's (sluice help query; sluice query --help)
+
+Run 'sluice <command> --help' for a command's options.
+`;
+
+/** Help text of each command. */
+const HELP: Readonly<Record<string, string>> = {
+  serve: SERVE_HELP,
+  check: CHECK_HELP,
+  query: QUERY_HELP,
+};
+
+/** A mistake on the command line: printed as `sluice <command>: <message>` and a pointer to help. */
+class UsageError extends Error {
+  constructor(
+    readonly command: string | undefined,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/**
+ * `parseArgs` with `--help`/`-h` on every command and its errors turned into a UsageError that
+ * names what the user typed (node's own text also explains `--` escapes, which is noise here).
+ */
+function parseCommand<T extends NonNullable<ParseArgsConfig['options']>>(
+  command: string,
+  args: string[],
+  options: T,
+  allowPositionals = false,
+) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals,
+      strict: true,
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+    });
+  } catch (err) {
+    if (err instanceof Error && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
+      // The first sentence is the useful part: "Unknown option '--x'", "Option '--y <value>'
+      // argument missing", "Unexpected argument 'z'".
+      const first = err.message.split(/\. /)[0] ?? err.message;
+      throw new UsageError(command, first.charAt(0).toLowerCase() + first.slice(1));
+    }
+    throw err;
+  }
+}
 
 /** Run the CLI; resolves to the process exit code (serve resolves only after shutdown). */
 async function main(argv: readonly string[]): Promise<number> {
@@ -36,31 +127,48 @@ async function main(argv: readonly string[]): Promise<number> {
       return check(rest);
     case 'query':
       return query(rest);
-    case undefined:
+    case 'version':
+    case '--version':
+    case '-v':
+      process.stdout.write(`sluice ${SLUICE_VERSION}\n`);
+      return 0;
     case 'help':
     case '--help':
-    case '-h':
-      process.stdout.write(USAGE);
-      return command === undefined ? 1 : 0;
-    default:
-      process.stderr.write(`unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+    case '-h': {
+      const topic = command === 'help' ? rest[0] : undefined;
+      if (topic !== undefined && HELP[topic] === undefined) {
+        throw new UsageError(undefined, `no help for ${JSON.stringify(topic)}: not a command`);
+      }
+      process.stdout.write(topic === undefined ? USAGE : HELP[topic]!);
+      return 0;
+    }
+    case undefined:
+      process.stderr.write(USAGE);
       return 1;
+    default:
+      throw new UsageError(
+        undefined,
+        command.startsWith('-')
+          ? `unknown option ${JSON.stringify(command)}: options go after a command (e.g. sluice serve --grpc-port 8081)`
+          : `unknown command ${JSON.stringify(command)}: expected serve, check, query, version or help`,
+      );
   }
 }
 
 async function serve(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      config: { type: 'string', multiple: true },
-      'grpc-host': { type: 'string' },
-      'grpc-port': { type: 'string' },
-      'log-level': { type: 'string' },
-      'log-format': { type: 'string' },
-      'backend-type': { type: 'string' },
-      'shadow-mode': { type: 'boolean' },
-    },
+  const { values } = parseCommand('serve', args, {
+    config: { type: 'string', multiple: true },
+    'grpc-host': { type: 'string' },
+    'grpc-port': { type: 'string' },
+    'log-level': { type: 'string' },
+    'log-format': { type: 'string' },
+    'backend-type': { type: 'string' },
+    'shadow-mode': { type: 'boolean' },
   });
+  if (values.help) {
+    process.stdout.write(SERVE_HELP);
+    return 0;
+  }
   const settings = loadSettings(process.env, {
     config: values.config,
     grpcHost: values['grpc-host'],
@@ -75,6 +183,11 @@ async function serve(args: string[]): Promise<number> {
     format: settings.logFormat,
     secrets: secretsFromEnv(process.env),
   });
+  // grpc-js prints its own copy of some failures to stderr (a busy port adds "No address added
+  // out of total 1 resolved" before sluice's own message); keep those in sluice's log, at debug.
+  const grpcLog = logger.child({ module: 'grpc-js' });
+  const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
+  grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
   const app = await createApp({ settings, logger });
   await app.start();
 
@@ -102,14 +215,18 @@ async function serve(args: string[]): Promise<number> {
 }
 
 async function check(args: string[]): Promise<number> {
-  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  const { values, positionals } = parseCommand('check', args, {}, true);
+  if (values.help) {
+    process.stdout.write(CHECK_HELP);
+    return 0;
+  }
   if (positionals.length === 0) {
-    process.stderr.write('sluice check: give at least one file or directory\n');
-    return 1;
+    throw new UsageError('check', 'give at least one file or directory');
   }
   const settings = loadCheckSettings(process.env);
   const result = await checkConfig(positionals, {
     mergeDomainConfigs: settings.mergeDomainConfigs,
+    defaultAlgorithm: settings.defaultAlgorithm,
   });
   for (const warning of result.warnings) {
     process.stderr.write(`warning: ${formatConfigProblem(warning)}\n`);
@@ -127,59 +244,73 @@ async function check(args: string[]): Promise<number> {
 }
 
 async function query(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      addr: { type: 'string', default: 'localhost:8081' },
-      domain: { type: 'string' },
-      descriptor: { type: 'string', multiple: true },
-      hits: { type: 'string' },
-      'timeout-ms': { type: 'string', default: '5000' },
-    },
+  const { values } = parseCommand('query', args, {
+    addr: { type: 'string', default: 'localhost:8081' },
+    domain: { type: 'string' },
+    descriptor: { type: 'string', multiple: true },
+    hits: { type: 'string' },
+    check: { type: 'boolean', default: false },
+    'timeout-ms': { type: 'string', default: '5000' },
   });
+  if (values.help) {
+    process.stdout.write(QUERY_HELP);
+    return 0;
+  }
   const problems: string[] = [];
   if (!values.domain) problems.push('--domain is required');
-  if (!values.descriptor?.length)
+  if (!values.descriptor?.length) {
     problems.push('at least one --descriptor k=v[,k2=v2] is required');
+  }
   const hits = values.hits === undefined ? undefined : Number(values.hits);
-  if (hits !== undefined && (!Number.isInteger(hits) || hits < 0)) {
-    problems.push('--hits must be a non-negative integer');
+  if (hits !== undefined && (!/^\s*\d+\s*$/.test(values.hits!) || hits < 1 || hits > 0xffffffff)) {
+    problems.push(
+      `--hits ${JSON.stringify(values.hits)}: expected an integer from 1 to 4294967295` +
+        (hits === 0 ? ' (a request-level 0 counts as 1; use --check to count nothing)' : ''),
+    );
   }
-  if (problems.length > 0) {
-    throw new SluiceError('INVALID_SETTINGS', problems.join('\n'));
+  if (hits !== undefined && values.check) problems.push('give --hits or --check, not both');
+  const timeoutMs = Number(values['timeout-ms']);
+  if (!/^\s*\d+\s*$/.test(values['timeout-ms']) || timeoutMs < 1) {
+    problems.push(
+      `--timeout-ms ${JSON.stringify(values['timeout-ms'])}: expected a positive integer`,
+    );
   }
-  const descriptors = values.descriptor!.map(parseDescriptor);
+  if (problems.length > 0) throw new UsageError('query', problems.join('\n'));
   const options = {
     addr: values.addr,
     domain: values.domain!,
-    descriptors,
+    descriptors: values.descriptor!.map(parseDescriptor),
     hits,
-    timeoutMs: Number(values['timeout-ms']) || 5000,
+    check: values.check,
+    timeoutMs,
   };
   const response = await sendQuery(options);
   process.stdout.write(`${formatResponse(response, options)}\n`);
-  return 0;
+  return exitCodeFor(response);
 }
 
 /** Print a failure the user can act on, without a stack trace for expected failures. */
 function report(err: unknown): void {
+  // Failure texts may quote a setting (REDIS_URL, ...): scrub secrets as the logger does.
+  const secrets = secretsFromEnv(process.env);
+  const stderr = {
+    write: (text: string): boolean => process.stderr.write(scrubSecrets(text, secrets)),
+  };
+  reportTo(stderr, err);
+}
+
+function reportTo(stderr: { write(text: string): boolean }, err: unknown): void {
   if (err instanceof ConfigError) {
-    process.stderr.write(`sluice: invalid rate limit config:\n${err.message}\n`);
+    stderr.write(`sluice: invalid rate limit config:\n${err.message}\n`);
   } else if (err instanceof SluiceError && err.code !== 'INTERNAL') {
-    process.stderr.write(`sluice: ${err.message}\n`);
-  } else if (
-    err instanceof Error &&
-    'code' in err &&
-    typeof err.code === 'string' &&
-    err.code.startsWith('ERR_PARSE_ARGS')
-  ) {
-    process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
+    stderr.write(`sluice: ${err.message}\n`);
+  } else if (err instanceof UsageError) {
+    const where = err.command === undefined ? 'sluice' : `sluice ${err.command}`;
+    stderr.write(`${where}: ${err.message}\nRun '${where} --help' for usage.\n`);
   } else if (err instanceof Error && 'details' in err) {
-    process.stderr.write(`sluice: request failed: ${err.message}\n`);
+    stderr.write(`sluice: request failed: ${err.message}\n`);
   } else {
-    process.stderr.write(
-      `sluice: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
+    stderr.write(`sluice: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   }
 }
 

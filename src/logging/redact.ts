@@ -45,12 +45,15 @@ export function secretsFromEnv(env: NodeJS.ProcessEnv): string[] {
       secrets.add(userinfo);
       // The password alone too, in case a client library logs it apart from the user.
       const colon = userinfo.indexOf(':');
-      if (colon >= 0 && colon < userinfo.length - 1) secrets.add(userinfo.slice(colon + 1));
-      try {
-        const decoded = decodeURIComponent(userinfo);
-        if (decoded !== userinfo) secrets.add(decoded);
-      } catch {
-        // Not percent-encoded text; the raw form is already covered.
+      const parts = [userinfo];
+      if (colon >= 0 && colon < userinfo.length - 1) parts.push(userinfo.slice(colon + 1));
+      for (const part of parts) {
+        secrets.add(part);
+        try {
+          secrets.add(decodeURIComponent(part));
+        } catch {
+          // Not percent-encoded text; the raw form is already covered.
+        }
       }
     }
   }

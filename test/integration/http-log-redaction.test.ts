@@ -71,8 +71,18 @@ describe('log redaction', () => {
 describe('a running sluice at debug level', () => {
   const group = useProcessGroup();
 
-  for (const backend of ['memory', 'redis']) {
-    it(`logs no secret (BACKEND_TYPE=${backend})`, async () => {
+  const cases: [string, Record<string, string>][] = [
+    ['BACKEND_TYPE=memory', { BACKEND_TYPE: 'memory' }],
+    // A valid URL to a dead address: the store's connection errors are logged.
+    [
+      'BACKEND_TYPE=redis, unreachable',
+      { BACKEND_TYPE: 'redis', REDIS_URL: 'redis://admin:hunter2-url-secret@127.0.0.1:1' },
+    ],
+    // Two addresses for a single Redis: the start fails and the message quotes the setting.
+    ['BACKEND_TYPE=redis, refused setting', { BACKEND_TYPE: 'redis' }],
+  ];
+  for (const [what, env] of cases) {
+    it(`logs no secret (${what})`, async () => {
       ensureBuilt();
       const dir = await ruleDir({
         'edge.yaml':
@@ -87,7 +97,7 @@ describe('a running sluice at debug level', () => {
           env: {
             ...process.env,
             ...SECRET_ENV,
-            BACKEND_TYPE: backend,
+            ...env,
             REDIS_TIMEOUT: '200ms',
             LOG_LEVEL: 'debug',
             HOST: '127.0.0.1',
