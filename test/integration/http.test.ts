@@ -180,20 +180,27 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
   });
 
   it("/json answers 429 with OVER_LIMIT, and 400 'Bad Request' for malformed or invalid requests", async () => {
-    const over = { domain: 'edge', descriptors: [{ entries: [{ key: 'det', value: 'over' }] }] };
-    for (let i = 0; i < 3; i++) expect((await postJson(s.base, over)).status).toBe(200);
-    const res = await postJson(s.base, over);
-    expect(res.status).toBe(429);
-    expect(await res.json()).toEqual({
-      overallCode: 'OVER_LIMIT',
-      statuses: [
-        {
-          code: 'OVER_LIMIT',
-          currentLimit: { requestsPerUnit: 3, unit: 'MINUTE' },
-          durationUntilReset: expect.stringMatching(/^\d+(\.\d{3})?s$/),
-        },
-      ],
-    });
+    for (const hitsKey of ['hits_addend', 'hitsAddend']) {
+      const over = {
+        domain: 'edge',
+        descriptors: [{ entries: [{ key: 'det', value: `over-${hitsKey}` }] }],
+        [hitsKey]: 1,
+      };
+      for (let i = 0; i < 3; i++) expect((await postJson(s.base, over)).status).toBe(200);
+      const res = await postJson(s.base, over);
+      expect(res.status).toBe(429);
+      expect(res.headers.get('content-type')).toBe('application/json');
+      expect(await res.json()).toEqual({
+        overallCode: 'OVER_LIMIT',
+        statuses: [
+          {
+            code: 'OVER_LIMIT',
+            currentLimit: { requestsPerUnit: 3, unit: 'MINUTE' },
+            durationUntilReset: expect.stringMatching(/^\d+(\.\d{3})?s$/),
+          },
+        ],
+      });
+    }
 
     const bad = [
       '{"domain":"edge" bad',
@@ -231,7 +238,7 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
     const text = await (await fetch(`${s.debug}/counters?n=2`)).text();
     const rows = text.split('\n').filter((line) => line !== '' && !line.startsWith('#'));
     expect(rows).toHaveLength(2);
-    // The busiest is det=over: 3 hits of 3.
+    // The busiest are the det=over-* counters: 3 hits of 3.
     const [count, limit, remaining, reset, ...key] = rows[0]!.split(' ');
     expect([count, limit, remaining]).toEqual(['3', '3', '0']);
     expect(Number(reset)).toBeGreaterThan(0);
