@@ -89,6 +89,15 @@ describe('loadSettings', () => {
     expect(e.message).toMatch(/BACKEND_TYPE="redis": only "memory"/);
   });
 
+  it('reads GRPC_SERVER: lean by default, grpc-js on request, anything else refused', () => {
+    expect(loadSettings({}).grpcServer).toBe('lean');
+    expect(loadSettings({ GRPC_SERVER: 'grpc-js' }).grpcServer).toBe('grpc-js');
+    expect(loadSettings({ GRPC_SERVER: 'LEAN' }).grpcServer).toBe('lean');
+    expect(() => loadSettings({ GRPC_SERVER: 'netty' })).toThrow(
+      /GRPC_SERVER="netty": expected lean or grpc-js/,
+    );
+  });
+
   it('refuses a MEMORY_MAX_KEYS below MAX_DESCRIPTORS_PER_REQUEST', () => {
     expect(() => loadSettings({ MEMORY_MAX_KEYS: '10' })).toThrow(
       /MEMORY_MAX_KEYS=10: must be at least MAX_DESCRIPTORS_PER_REQUEST \(64\)/,
@@ -98,14 +107,40 @@ describe('loadSettings', () => {
     ).toBe(10);
   });
 
-  it('reads only MERGE_DOMAIN_CONFIG for `sluice check`', () => {
+  it('reads only MERGE_DOMAIN_CONFIG and DEFAULT_ALGORITHM for `sluice check`', () => {
     const unrelated = { BACKEND_TYPE: 'redis', GRPC_PORT: 'x', LOG_LEVEL: 'chatty' };
-    expect(loadCheckSettings(unrelated)).toEqual({ mergeDomainConfigs: false });
-    expect(loadCheckSettings({ ...unrelated, MERGE_DOMAIN_CONFIG: 'true' })).toEqual({
-      mergeDomainConfigs: true,
+    expect(loadCheckSettings(unrelated)).toEqual({
+      mergeDomainConfigs: false,
+      defaultAlgorithm: 'sliding_window',
     });
+    expect(
+      loadCheckSettings({
+        ...unrelated,
+        MERGE_DOMAIN_CONFIG: 'true',
+        DEFAULT_ALGORITHM: 'Fixed_Window',
+      }),
+    ).toEqual({ mergeDomainConfigs: true, defaultAlgorithm: 'fixed_window' });
+    expect(() => loadCheckSettings({ DEFAULT_ALGORITHM: 'leaky_bucket' })).toThrow(
+      /DEFAULT_ALGORITHM="leaky_bucket": expected one of sliding_window, fixed_window, token_bucket, sliding_log/,
+    );
     expect(() => loadCheckSettings({ MERGE_DOMAIN_CONFIG: 'maybe' })).toThrow(
       /MERGE_DOMAIN_CONFIG="maybe": expected true or false/,
     );
+  });
+
+  it('reads DEFAULT_ALGORITHM, QUOTA_MODE and RESPONSE_DYNAMIC_METADATA', () => {
+    const defaults = loadSettings({});
+    expect(defaults.defaultAlgorithm).toBe('sliding_window');
+    expect(defaults.quotaMode).toBe(false);
+    expect(defaults.responseDynamicMetadata).toBe(false);
+    const set = loadSettings({
+      DEFAULT_ALGORITHM: 'token_bucket',
+      QUOTA_MODE: 'true',
+      RESPONSE_DYNAMIC_METADATA: '1',
+    });
+    expect(set.defaultAlgorithm).toBe('token_bucket');
+    expect(set.quotaMode).toBe(true);
+    expect(set.responseDynamicMetadata).toBe(true);
+    expect(() => loadSettings({ DEFAULT_ALGORITHM: 'gcra' })).toThrow(/DEFAULT_ALGORITHM="gcra"/);
   });
 });
