@@ -491,3 +491,41 @@ descriptors:
     });
   });
 });
+
+describe('reference headers over /json with DEFAULT_ALGORITHM=fixed_window on a fixed clock', () => {
+  let s: Started;
+  beforeAll(async () => {
+    // Unix time 2222 s, as in the reference's own header test.
+    s = await start(
+      { DEFAULT_ALGORITHM: 'fixed_window', LIMIT_RESPONSE_HEADERS_ENABLED: 'true' },
+      2_222_000,
+    );
+  });
+  afterAll(async () => {
+    await s.app.close();
+  });
+
+  it('10 per MINUTE at 2222 s: RateLimit-Limit 10, -Remaining 9, -Reset 58', async () => {
+    const res = await postJson(s.base, {
+      domain: 'edge',
+      descriptors: [{ entries: [{ key: 'remote_address', value: '10.0.0.9' }] }],
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      overallCode: 'OK',
+      statuses: [
+        {
+          code: 'OK',
+          currentLimit: { requestsPerUnit: 10, unit: 'MINUTE' },
+          limitRemaining: 9,
+          durationUntilReset: '58s',
+        },
+      ],
+      responseHeadersToAdd: [
+        { key: 'RateLimit-Limit', value: '10' },
+        { key: 'RateLimit-Remaining', value: '9' },
+        { key: 'RateLimit-Reset', value: '58' },
+      ],
+    });
+  });
+});
