@@ -122,7 +122,7 @@ describe('/healthcheck and gRPC health follow the store', () => {
 
 describe('after SIGTERM', () => {
   const group = useProcessGroup();
-  beforeAll(() => ensureBuilt());
+  beforeAll(() => ensureBuilt(), 180_000);
 
   it('/healthcheck answers 500 and gRPC health NOT_SERVING while draining, then sluice exits 0', async () => {
     const dir = await ruleDir({

@@ -4,7 +4,7 @@
  * level, with the memory store and with BACKEND_TYPE=redis pointed at a dead address (whose
  * connection errors are where a URL would leak).
  */
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
 import { redactUrl, secretsFromEnv } from '../../src/logging/redact.js';
 import {
@@ -70,6 +70,7 @@ describe('log redaction', () => {
 
 describe('a running sluice at debug level', () => {
   const group = useProcessGroup();
+  beforeAll(() => ensureBuilt(), 180_000);
 
   const cases: [string, Record<string, string>][] = [
     ['BACKEND_TYPE=memory', { BACKEND_TYPE: 'memory' }],
@@ -83,7 +84,6 @@ describe('a running sluice at debug level', () => {
   ];
   for (const [what, env] of cases) {
     it(`logs no secret (${what})`, async () => {
-      ensureBuilt();
       const dir = await ruleDir({
         'edge.yaml':
           'domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n',
