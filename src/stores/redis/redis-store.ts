@@ -407,7 +407,8 @@ class RedisStore implements CounterStore {
         state.timeoutMs,
       );
     } catch (error) {
-      if (error instanceof TimeoutError) {
+      // Ours, or ioredis's own command timeout (the same REDIS_TIMEOUT), whichever fires first.
+      if (error instanceof TimeoutError || /timed out/i.test((error as Error).message)) {
         this.metrics?.storeError('timeout');
         state.stall();
       } else {

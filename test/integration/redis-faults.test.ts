@@ -1,0 +1,226 @@
+/**
+ * Redis faults under traffic, one sluice process per failure mode (`STORE_FAILURE_MODE` error,
+ * allow, memory) on one real `redis-server`: Redis killed (SIGKILL) while calls run, Redis back on
+ * the same port, and Redis hung (SIGSTOP). Every call must answer within REDIS_TIMEOUT plus a
+ * margin, with the mode's answer, no process may crash or log an unhandled rejection, and answers
+ * must be correct again within 2 s of Redis coming back.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ServiceError } from '@grpc/grpc-js';
+import { ruleDir } from '../helpers/app.js';
+import {
+  createEnvoyRlsClient,
+  rlsRequest,
+  type EnvoyRlsClient,
+} from '../helpers/envoy-rls-client.js';
+import {
+  ensureBuilt,
+  freePort,
+  startSluice,
+  useProcessGroup,
+  waitFor,
+  type SluiceProcess,
+} from '../helpers/processes.js';
+import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+
+const requirement = requireRedis('redis faults');
+
+/** REDIS_TIMEOUT of the processes under test, and the slack allowed on top of it. */
+const TIMEOUT_MS = 300;
+const MARGIN_MS = 700;
+
+type Mode = 'error' | 'allow' | 'memory';
+const MODES: readonly Mode[] = ['error', 'allow', 'memory'];
+
+/** One call's outcome: the overall code, or the gRPC status name of the error. */
+interface Outcome {
+  readonly result: string;
+  readonly ms: number;
+}
+
+const GRPC_NAMES: Record<number, string> = {
+  4: 'DEADLINE_EXCEEDED',
+  13: 'INTERNAL',
+  14: 'UNAVAILABLE',
+};
+
+async function call(client: EnvoyRlsClient, user: string): Promise<Outcome> {
+  const start = performance.now();
+  try {
+    const response = await client.shouldRateLimit(rlsRequest('faults', [{ user }]), 10_000);
+    return { result: response.overall_code, ms: performance.now() - start };
+  } catch (error) {
+    const code = (error as ServiceError).code;
+    return { result: GRPC_NAMES[code] ?? `grpc-${code}`, ms: performance.now() - start };
+  }
+}
+
+/** Sequential calls every ~20 ms from `loops` parallel loops until `stop()` says so. */
+async function traffic(
+  client: EnvoyRlsClient,
+  user: string,
+  loops: number,
+  stop: () => boolean,
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      // Bounded in count as well as by `stop`.
+      for (let k = 0; k < 500 && !stop(); k++) {
+        outcomes.push(await call(client, user));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }),
+  );
+  return outcomes;
+}
+
+describe.skipIf(requirement.skip)('redis faults under traffic', () => {
+  const group = useProcessGroup();
+  let redis: RedisServer;
+  let redisPort: number;
+  const sluices = new Map<Mode, SluiceProcess>();
+  const clients = new Map<Mode, EnvoyRlsClient>();
+  const httpPorts = new Map<Mode, number>();
+
+  async function metricsText(mode: Mode): Promise<string> {
+    const response = await fetch(`http://127.0.0.1:${httpPorts.get(mode)!}/metrics`);
+    return response.text();
+  }
+
+  beforeAll(async () => {
+    ensureBuilt();
+    redisPort = await freePort();
+    redis = await startRedis(group, { port: redisPort });
+    const dir = await ruleDir({
+      'f.yaml':
+        'domain: faults\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n',
+    });
+    for (const mode of MODES) {
+      httpPorts.set(mode, await freePort());
+      const sluice = await startSluice(group, {
+        configDir: dir,
+        grpcPort: await freePort(),
+        env: {
+          BACKEND_TYPE: 'redis',
+          REDIS_SOCKET_TYPE: 'tcp',
+          REDIS_URL: `127.0.0.1:${redisPort}`,
+          REDIS_TIMEOUT: `${TIMEOUT_MS}ms`,
+          STORE_FAILURE_MODE: mode,
+          CACHE_KEY_PREFIX: `${mode}:`,
+          HOST: '127.0.0.1',
+          PORT: String(httpPorts.get(mode)),
+        },
+      });
+      sluices.set(mode, sluice);
+      clients.set(mode, createEnvoyRlsClient(`127.0.0.1:${sluice.grpcPort}`));
+    }
+  }, 60_000);
+  afterAll(() => {
+    for (const client of clients.values()) client.close();
+  });
+
+  it('Redis killed during traffic: each mode answers as specified, within the timeout, and recovers within 2 s', async () => {
+    // Fill each process's counter for user "full" to its limit while Redis is up.
+    for (const mode of MODES) {
+      for (let k = 0; k < 5; k++)
+        expect((await call(clients.get(mode)!, 'full')).result).toBe('OK');
+      expect((await call(clients.get(mode)!, 'full')).result).toBe('OVER_LIMIT');
+    }
+
+    let stopped = false;
+    const runs = MODES.map((mode) => traffic(clients.get(mode)!, 'full', 2, () => stopped));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await redis.stop(true);
+    const killedAt = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    stopped = true;
+    const outcomes = new Map(MODES.map((mode, i) => [mode, runs[i]!] as const));
+
+    for (const mode of MODES) {
+      const list = await outcomes.get(mode)!;
+      expect(list.length, mode).toBeGreaterThan(20);
+      for (const outcome of list) {
+        expect(outcome.ms, `${mode}: ${outcome.result}`).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      }
+    }
+    const results = (mode: Mode) => outcomes.get(mode)!.then((list) => list.map((o) => o.result));
+    // error: over limit while Redis answered, then UNAVAILABLE, nothing else.
+    const errorResults = await results('error');
+    expect(errorResults).toContain('UNAVAILABLE');
+    expect(new Set(errorResults)).toEqual(new Set(['OVER_LIMIT', 'UNAVAILABLE']));
+    // allow: the same key Redis rejected is allowed while Redis is away; never an error.
+    const allowResults = await results('allow');
+    expect(allowResults).toContain('OK');
+    expect(allowResults.every((r) => r === 'OK' || r === 'OVER_LIMIT')).toBe(true);
+    // memory: decided in memory with the same rule: at most 5 admitted, then over limit.
+    const memoryResults = await results('memory');
+    expect(memoryResults.every((r) => r === 'OK' || r === 'OVER_LIMIT')).toBe(true);
+    expect(memoryResults.filter((r) => r === 'OK').length).toBeGreaterThan(0);
+    expect(memoryResults.filter((r) => r === 'OK').length).toBeLessThanOrEqual(5);
+    expect(memoryResults.at(-1)).toBe('OVER_LIMIT');
+    expect(performance.now() - killedAt).toBeGreaterThan(1_000);
+
+    // Redis back on the same port (empty: no persistence): correct answers within 2 s.
+    redis = await startRedis(group, { port: redisPort });
+    const back = Date.now();
+    for (const mode of MODES) {
+      await waitFor(
+        `${mode}: answers from Redis again`,
+        async () => (await call(clients.get(mode)!, `fresh-${mode}`)).result === 'OK',
+        { timeoutMs: 2_000, intervalMs: 20 },
+      );
+    }
+    expect(Date.now() - back).toBeLessThan(2_000 + 500);
+    // Counting in Redis again: a new user gets exactly 5 from the error-mode process.
+    const fresh: string[] = [];
+    for (let k = 0; k < 7; k++) fresh.push((await call(clients.get('error')!, 'after')).result);
+    expect(fresh).toEqual(['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+
+    for (const [mode, sluice] of sluices) {
+      expect(sluice.proc.hasExited(), mode).toBe(false);
+      expect(sluice.proc.output(), mode).not.toMatch(/unhandled|uncaught/i);
+    }
+    // Each state change counted once per outage (not once per call), and the policy's answers
+    // counted by policy.
+    for (const mode of MODES) {
+      const metrics = await metricsText(mode);
+      expect(metrics, mode).toMatch(/^sluice_store_errors_total\{kind="disconnect"\} 1$/m);
+      const fallback = new RegExp(
+        `^sluice_store_fallback_total\\{policy="${mode}"\\} (\\d+)$`,
+        'm',
+      );
+      expect(Number(fallback.exec(metrics)?.[1] ?? 0), mode).toBeGreaterThan(0);
+    }
+  });
+
+  it('Redis hung (SIGSTOP): calls answer within the timeout, then recover after SIGCONT', async () => {
+    const client = clients.get('error')!;
+    expect((await call(client, 'hung')).result).toBe('OK');
+    redis.proc.child.kill('SIGSTOP');
+    try {
+      let stopped = false;
+      const run = traffic(client, 'hung', 3, () => stopped);
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      stopped = true;
+      const list = await run;
+      expect(list.length).toBeGreaterThan(10);
+      for (const outcome of list) expect(outcome.ms).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      expect(new Set(list.map((o) => o.result))).toEqual(new Set(['UNAVAILABLE']));
+      // Fail fast: after the first timeout, calls do not wait for Redis.
+      const fast = list.filter((o) => o.ms < 50).length;
+      expect(fast).toBeGreaterThan(list.length / 2);
+    } finally {
+      redis.proc.child.kill('SIGCONT');
+    }
+    await waitFor(
+      'answers after SIGCONT',
+      async () => (await call(client, 'hung')).result === 'OK',
+      {
+        timeoutMs: 2_000,
+        intervalMs: 20,
+      },
+    );
+    expect(sluices.get('error')!.proc.output()).not.toMatch(/unhandled|uncaught/i);
+  });
+});
