@@ -261,6 +261,22 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
     expect(series(metrics, 'ratelimit_service_config_load_success')).toEqual({
       ratelimit_service_config_load_success: 2,
     });
+
+    // A reload that fails validation is counted and keeps the rules serving.
+    await fs.writeFile(
+      path.join(s.dir, 'edge.yaml'),
+      'domain: edge\ndescriptors:\n  - key: x\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n',
+    );
+    await waitFor(
+      'config_load_error counted',
+      async () =>
+        series(
+          await (await fetch(`${s.base}/metrics`)).text(),
+          'ratelimit_service_config_load_error',
+        )['ratelimit_service_config_load_error'] === 1,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    expect(await (await fetch(`${s.debug}/rlconfig`)).text()).toBe(expected);
   });
 });
 
