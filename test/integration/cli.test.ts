@@ -157,7 +157,7 @@ describe('start-up errors stop the process with one clear message', () => {
     expect(result.stderr).toMatch(/GRPC_PORT="eighty": expected an integer/);
     expect(result.stderr).toMatch(/LOG_LEVEL="loud"/);
     expect(result.stderr).toMatch(/SHADOW_MODE="maybe": expected true or false/);
-    expect(result.stderr).toMatch(/BACKEND_TYPE="redis": only "memory"/);
+    expect(result.stderr).toMatch(/REDIS_URL must be set when BACKEND_TYPE=redis/);
   });
 
   it('refuses to start on invalid rules, naming the file', async () => {

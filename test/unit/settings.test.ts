@@ -1,7 +1,12 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
-import { BUNDLED_CONFIG_DIR, loadCheckSettings, loadSettings } from '../../src/settings.js';
+import {
+  BUNDLED_CONFIG_DIR,
+  goDurationMs,
+  loadCheckSettings,
+  loadSettings,
+} from '../../src/settings.js';
 
 describe('loadSettings', () => {
   it("uses the reference's defaults, the memory store and the bundled rules when nothing is set", () => {
@@ -86,7 +91,7 @@ describe('loadSettings', () => {
     expect(e.message).toMatch(/LOG_FORMAT="xml"/);
     expect(e.message).toMatch(/SHADOW_MODE="yes"/);
     expect(e.message).toMatch(/MEMORY_MAX_KEYS="-5"/);
-    expect(e.message).toMatch(/BACKEND_TYPE="redis": only "memory"/);
+    expect(e.message).toMatch(/REDIS_URL must be set when BACKEND_TYPE=redis/);
   });
 
   it('reads GRPC_SERVER: lean by default, grpc-js on request, anything else refused', () => {
@@ -142,5 +147,109 @@ describe('loadSettings', () => {
     expect(set.quotaMode).toBe(true);
     expect(set.responseDynamicMetadata).toBe(true);
     expect(() => loadSettings({ DEFAULT_ALGORITHM: 'gcra' })).toThrow(/DEFAULT_ALGORITHM="gcra"/);
+  });
+});
+
+describe('loadSettings: the Redis store', () => {
+  it('memory by default; REDIS_URL alone means redis (inferred), BACKEND_TYPE wins', () => {
+    const none = loadSettings({});
+    expect(none.backendType).toBe('memory');
+    expect(none.redis).toBeUndefined();
+    const inferred = loadSettings({ REDIS_URL: 'localhost:6379' });
+    expect(inferred.backendType).toBe('redis');
+    expect(inferred.backendTypeInferred).toBe(true);
+    expect(inferred.redis?.main).toMatchObject({
+      url: 'localhost:6379',
+      type: 'single',
+      socketType: 'tcp',
+      timeoutMs: 10_000,
+      poolSize: 10,
+    });
+    const explicit = loadSettings({ REDIS_URL: 'localhost:6379', BACKEND_TYPE: 'memory' });
+    expect(explicit.backendType).toBe('memory');
+    expect(explicit.backendTypeInferred).toBe(false);
+  });
+
+  it("reads the reference's names and formats", () => {
+    const s = loadSettings({
+      BACKEND_TYPE: 'redis',
+      REDIS_TYPE: 'SENTINEL',
+      REDIS_URL: 'mymaster,10.0.0.1:26379,10.0.0.2:26379',
+      REDIS_AUTH: 'user:pw',
+      REDIS_SENTINEL_AUTH: 'spw',
+      REDIS_TLS: 'true',
+      REDIS_TLS_CACERT: '/ca.pem',
+      REDIS_POOL_SIZE: '4',
+      REDIS_TIMEOUT: '1m30s',
+      CACHE_KEY_PREFIX: 'rl_',
+      LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_URL: 'redis://persec:6380/2',
+      REDIS_PERSECOND_TIMEOUT: '200ms',
+      STORE_FAILURE_MODE: 'Memory',
+    });
+    expect(s.redis?.main).toMatchObject({
+      type: 'sentinel',
+      auth: 'user:pw',
+      sentinelAuth: 'spw',
+      tls: true,
+      tlsCaCert: '/ca.pem',
+      poolSize: 4,
+      timeoutMs: 90_000,
+    });
+    expect(s.redis?.perSecond).toMatchObject({
+      url: 'redis://persec:6380/2',
+      type: 'single',
+      timeoutMs: 200,
+      tlsCaCert: '/ca.pem',
+    });
+    expect(s.redis?.keyPrefix).toBe('rl_');
+    expect(s.redis?.localCacheBytes).toBe(1_048_576);
+    expect(s.storeFailureMode).toBe('memory');
+    expect(loadSettings({ REDIS_URL: '/var/run/redis.sock' }).redis?.main.socketType).toBe('unix');
+  });
+
+  it('parses Go durations', () => {
+    expect(goDurationMs('10s')).toBe(10_000);
+    expect(goDurationMs('200ms')).toBe(200);
+    expect(goDurationMs('1.5s')).toBe(1_500);
+    expect(goDurationMs('1h2m3s')).toBe(3_723_000);
+    expect(goDurationMs('500us')).toBe(1);
+    expect(goDurationMs('0')).toBe(0);
+    for (const bad of ['10', 's', '10 s', '-1s', '1d', ''])
+      expect(goDurationMs(bad)).toBeUndefined();
+  });
+
+  it('lists every invalid Redis setting at once', () => {
+    let message = '';
+    try {
+      loadSettings({
+        BACKEND_TYPE: 'redis',
+        REDIS_URL: 'no-port',
+        REDIS_TYPE: 'ring',
+        REDIS_SOCKET_TYPE: 'udp',
+        REDIS_TIMEOUT: '10',
+        REDIS_POOL_SIZE: '0',
+        LOCAL_CACHE_SIZE_IN_BYTES: 'lots',
+        STORE_FAILURE_MODE: 'panic',
+        REDIS_PERSECOND: 'true',
+      });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/REDIS_TYPE="ring": expected single, sentinel or cluster/);
+    expect(message).toMatch(/REDIS_SOCKET_TYPE="udp": expected tcp or unix/);
+    expect(message).toMatch(/REDIS_URL="no-port": expected host:port/);
+    expect(message).toMatch(/REDIS_TIMEOUT="10": expected a positive duration/);
+    expect(message).toMatch(/REDIS_POOL_SIZE="0"/);
+    expect(message).toMatch(/LOCAL_CACHE_SIZE_IN_BYTES="lots"/);
+    expect(message).toMatch(/STORE_FAILURE_MODE="panic": expected error, allow or memory/);
+    expect(message).toMatch(/REDIS_PERSECOND_URL must be set/);
+    expect(() => loadSettings({ REDIS_TYPE: 'sentinel', REDIS_URL: '10.0.0.1:26379' })).toThrow(
+      /expected the master name and the sentinels/,
+    );
+    expect(() => loadSettings({ BACKEND_TYPE: 'memcache' })).toThrow(
+      /BACKEND_TYPE="memcache": expected memory or redis/,
+    );
   });
 });
