@@ -36,6 +36,10 @@ export const RULES = {
     name: 'rejected-request-remaining',
     why: 'in a request the reference rejects, sluice charges nothing, so limit_remaining of its OK descriptors is not compared (docs/semantics.md §3)',
   },
+  repeatedCounter: {
+    name: 'repeated-counter-remaining',
+    why: 'when several descriptors of one request count on one counter, sluice reports each with the counter after the whole request, the reference each with its own running total; codes are still compared',
+  },
   afterRejection: {
     name: 'after-first-rejection',
     why: 'once a counter was charged over its limit by the reference (a rejected request, or shadow/quota mode over the limit), its later codes and remaining are not compared',
@@ -78,4 +82,29 @@ export function requestsNotCompared(config: GenConfig): DeliberateRule | undefin
  */
 export function counterClass(domain: string, keys: readonly string[], unit: string): string {
   return `${domain}\u0000${keys.join('\u0000')}\u0000${unit}`;
+}
+
+/**
+ * For each status of a request, whether a later status of the same request may count on the same
+ * counter (then its limit_remaining is excused by `repeatedCounter`). Without share_threshold in
+ * the config only identical entries share a counter; with it, any values of the same keys may.
+ */
+export function sharesCounterWithLater(
+  config: GenConfig,
+  domain: string,
+  entries: readonly (readonly { key: string; value: string }[])[],
+  units: readonly (string | undefined)[],
+): boolean[] {
+  const shared = config.features.has('share_threshold');
+  const ids = entries.map((list, i) => {
+    const unit = units[i];
+    if (unit === undefined) return undefined;
+    const values = shared ? '' : list.map((e) => e.value).join('\u0000');
+    return `${counterClass(
+      domain,
+      list.map((e) => e.key),
+      unit,
+    )}\u0001${values}`;
+  });
+  return ids.map((id, i) => id !== undefined && ids.indexOf(id, i + 1) > i);
 }

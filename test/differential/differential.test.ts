@@ -25,6 +25,7 @@ import {
   acceptanceDifferenceIsDeliberate,
   counterClass,
   requestsNotCompared,
+  sharesCounterWithLater,
   type DeliberateRule,
 } from './deliberate.js';
 import { missingBinaries, startRedis, startReference } from './reference.js';
@@ -119,6 +120,8 @@ interface Report {
   statusesCompared: number;
   skippedRounds: number;
   deliberate: Map<string, number>;
+  /** Why both refused files, by the reference's message with quoted parts elided. */
+  refusals: Map<string, number>;
   differences: string[];
 }
 
@@ -146,6 +149,7 @@ describe.skipIf(missing !== undefined)(
           statusesCompared: 0,
           skippedRounds: 0,
           deliberate: new Map(),
+          refusals: new Map(),
           differences: [],
         };
         let index = 0;
@@ -163,6 +167,10 @@ describe.skipIf(missing !== undefined)(
             `${report.requests} requests, ${report.statusesCompared} statuses compared, ` +
             `${report.skippedRounds} rounds cut at a window boundary, ${Date.now() - started} ms`,
           `deliberate differences excused: ${[...report.deliberate].map(([k, v]) => `${k} x${v}`).join(', ') || 'none'}`,
+          `refused by both: ${[...report.refusals]
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => `${v}x ${k}`)
+            .join('; ')}`,
           `differences: ${report.differences.length}`,
           ...report.differences.slice(0, 40),
         ].join('\n');
@@ -206,8 +214,13 @@ describe.skipIf(missing !== undefined)(
           const mine = sluiceAccepted.get(config.file)!;
           const theirs = reference.refused.get(config.file);
           if (mine === (theirs === undefined)) {
-            if (mine) compared.push(config);
-            else report.refusedByBoth++;
+            if (mine) {
+              compared.push(config);
+            } else {
+              report.refusedByBoth++;
+              const reason = theirs!.replace(/'[^']*'|`[^`]*`|line \d+/g, '…').slice(0, 70);
+              report.refusals.set(reason, (report.refusals.get(reason) ?? 0) + 1);
+            }
             continue;
           }
           const rule = acceptanceDifferenceIsDeliberate(config, mine, theirs);
@@ -281,6 +294,12 @@ function compare(
           s.unit,
         ),
   );
+  const repeated = sharesCounterWithLater(
+    config,
+    request.domain,
+    request.descriptors.map((d) => d.entries),
+    theirs.statuses.map((s) => s.unit),
+  );
   let overallComparable = true;
   for (let i = 0; i < theirs.statuses.length; i++) {
     const a = mine.statuses[i]!;
@@ -302,6 +321,10 @@ function compare(
     }
     if (rejected && b.code === 'OK') {
       excuse(report, RULES.rejectedRemaining);
+      continue;
+    }
+    if (repeated[i] === true && a.remaining !== b.remaining) {
+      excuse(report, RULES.repeatedCounter);
       continue;
     }
     if (a.remaining !== b.remaining) {
