@@ -1,20 +1,17 @@
 /**
  * Row 2: end-to-end ShouldRateLimit over loopback. The server runs in a child process (the real
- * CLI, `node dist/main.js serve`, for sluice; bench/noop-server.ts for the baseline), so client
+ * CLI, `node dist/main.js serve`, with its default gRPC server, lean; bench/noop-server.ts for
+ * the baseline), so client
  * and server do not share an event loop. This process is the client: @grpc/grpc-js, a fixed
  * number of calls in flight over a few connections (closed loop: each completed call issues the
  * next), requests serialized once up front and responses left undecoded, to keep the client's
  * share of the CPU small.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import type { RateLimitRequest } from '../src/model.js';
-import { SLUICE_MAIN, type Sluice } from './dist.js';
+import type { Sluice } from './dist.js';
 import { ms, percentile, ratio, si, type Row } from './report.js';
+import { cpuMs, startNoop, startSluice, type BenchServer } from './servers.js';
 import { fourRequest, ipRequest, toWire } from './workloads.js';
 
 /** Bounds and shape of the load. */
@@ -47,7 +44,6 @@ export interface GrpcResult {
 }
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
-const NOOP_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'noop-server.js');
 /** How long a server may take to start, and calls to drain after a window, ms. */
 const SETTLE_MS = 10_000;
 
@@ -124,16 +120,9 @@ function pool(runs: readonly Run[]): Pooled {
   };
 }
 
-/** A server child process and its port. */
-interface ServerProcess {
-  readonly child: ChildProcess;
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
 /** A running server, the client channels connected to it, and what to send. */
 interface Target {
-  readonly server: ServerProcess;
+  readonly server: BenchServer;
   readonly clients: readonly grpc.Client[];
   readonly requests: readonly Buffer[];
   /** Calls to keep in flight, spread over `clients`. */
@@ -141,11 +130,6 @@ interface Target {
   /** Throws when a (decoded) response is not what the shape must get. */
   readonly check: (response: Buffer) => void;
 }
-
-const running = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of running) child.kill('SIGKILL');
-});
 
 /** Measure both shapes against both servers. */
 export async function benchGrpc(
@@ -187,9 +171,9 @@ export async function benchGrpc(
       }
     };
 
-    const servers: ServerProcess[] = [];
+    const servers: BenchServer[] = [];
     const clients: grpc.Client[] = [];
-    const target = async (server: ServerProcess): Promise<Target> => {
+    const target = async (server: BenchServer): Promise<Target> => {
       servers.push(server);
       const own = await connect(server.port, bounds.connections);
       clients.push(...own);
@@ -199,7 +183,7 @@ export async function benchGrpc(
     const sluiceRuns: Run[] = [];
     try {
       const noop = await target(await startNoop(fixed));
-      const real = await target(await startSluice(rulesDir));
+      const real = await target(await startSluice('lean', rulesDir));
       await load(noop, bounds.warmupMs, 0, bounds.maxCalls);
       await load(real, bounds.warmupMs, 0, bounds.maxCalls);
       for (let r = 0; r < bounds.rounds; r++) {
@@ -338,7 +322,7 @@ function load(target: Target, leadMs: number, measureMs: number, maxCalls: numbe
       measuring = true;
       windowStart = performance.now();
       clientCpu = process.cpuUsage();
-      serverCpu = processCpuMs(server.child.pid);
+      serverCpu = cpuMs(server.pids);
       endTimer = setTimeout(endWindow, measureMs);
     };
 
@@ -348,7 +332,7 @@ function load(target: Target, leadMs: number, measureMs: number, maxCalls: numbe
       windowEnd = performance.now();
       const cpu = process.cpuUsage(clientCpu);
       clientCpuMs = (cpu.user + cpu.system) / 1000;
-      serverCpuMs = processCpuMs(server.child.pid) - serverCpu;
+      serverCpuMs = cpuMs(server.pids) - serverCpu;
       beginStop();
     };
 
@@ -392,107 +376,4 @@ function load(target: Target, leadMs: number, measureMs: number, maxCalls: numbe
     }
     leadTimer = setTimeout(startWindow, leadMs);
   });
-}
-
-/** Start `node dist/main.js serve` on a free loopback port with the benchmark rules. */
-async function startSluice(rulesDir: string): Promise<ServerProcess> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      SLUICE_MAIN,
-      'serve',
-      '--config',
-      rulesDir,
-      '--grpc-host',
-      '127.0.0.1',
-      '--grpc-port',
-      String(port),
-    ],
-    // A minimal environment, so settings in the caller's shell do not change the measurement.
-    { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  return track(child, port);
-}
-
-/** Start the no-op server; it picks its own port and prints it. */
-async function startNoop(fixed: Record<string, unknown>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [NOOP_SERVER, JSON.stringify(fixed)], {
-    env: { PATH: process.env.PATH ?? '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('no-op server did not start')), SETTLE_MS);
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening (\d+)/.exec(out);
-      if (match !== null) {
-        clearTimeout(timer);
-        resolve(Number(match[1]));
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`no-op server exited with ${code}`));
-    });
-  });
-  return track(child, port);
-}
-
-function track(child: ChildProcess, port: number): ServerProcess {
-  running.add(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString()).slice(-4096);
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return {
-    child,
-    port,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), SETTLE_MS);
-        await exited;
-        clearTimeout(timer);
-      }
-      running.delete(child);
-      if (child.exitCode !== 0 && child.signalCode === null && stderr !== '') {
-        process.stderr.write(`server exited with ${child.exitCode}:\n${stderr}\n`);
-      }
-    },
-  };
-}
-
-/** A port that was free on 127.0.0.1 a moment ago. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null
-          ? resolve(address.port)
-          : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
-let clockTicksPerSecond: number | undefined;
-
-/** CPU time (user + system, all threads) of process `pid` in ms from /proc; NaN elsewhere. */
-function processCpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command name start at field 3; utime and stime are 14, 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    clockTicksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicksPerSecond;
-  } catch {
-    return NaN;
-  }
 }

@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       `  1: a Map<string, number> counter bumped once per descriptor (precomputed keys) behind a ` +
         `promise-returning function; real clock; one awaited call at a time; median of ` +
         `${RATE.samples} alternating samples of up to ${RATE.sampleMs} ms`,
-      `  2: a no-op grpc-js handler for the same method and proto answering the response sluice ` +
+      `  2: a no-op grpc-js handler for the same method and proto answering the response sluice (default GRPC_SERVER, lean) ` +
         `gives that request; both servers in child processes; client in this process with ` +
         `${GRPC.inFlight} calls in flight over ${GRPC.connections} connections, ` +
         `${GRPC.keys} distinct requests round-robin; ${GRPC.rounds} alternating windows of ` +
