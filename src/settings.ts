@@ -5,6 +5,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
+import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
+import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
@@ -55,6 +57,15 @@ export interface Settings {
   readonly memoryMaxKeys: number;
   /** `SHADOW_MODE`: answer OK overall while statuses keep their real codes. */
   readonly shadowMode: boolean;
+  /**
+   * `DEFAULT_ALGORITHM`: how limits that name no `algorithm` count (default `sliding_window`;
+   * `fixed_window` gives the reference's behaviour for every reference file).
+   */
+  readonly defaultAlgorithm: Algorithm;
+  /** `QUOTA_MODE`: every rule not in shadow mode acts as `quota_mode` (never rejects). */
+  readonly quotaMode: boolean;
+  /** `RESPONSE_DYNAMIC_METADATA`: add the reference's `dynamic_metadata` to every answer. */
+  readonly responseDynamicMetadata: boolean;
   /** `MAX_DESCRIPTORS_PER_REQUEST` (default 64): larger requests get INVALID_ARGUMENT. */
   readonly maxDescriptorsPerRequest: number;
   /** `MAX_ENTRIES_PER_DESCRIPTOR` (default 32). */
@@ -310,6 +321,9 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
     shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
+    defaultAlgorithm: defaultAlgorithm(r),
+    quotaMode: r.bool('QUOTA_MODE', false),
+    responseDynamicMetadata: r.bool('RESPONSE_DYNAMIC_METADATA', false),
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
     maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
@@ -349,11 +363,26 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
 /** What `sluice check` needs: only `MERGE_DOMAIN_CONFIG`, so unrelated settings cannot fail it. */
 export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   readonly mergeDomainConfigs: boolean;
+  readonly defaultAlgorithm: Algorithm;
 } {
   const r = new Reader(env);
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
+  const algorithm = defaultAlgorithm(r);
   throwIfProblems(r);
-  return { mergeDomainConfigs };
+  return { mergeDomainConfigs, defaultAlgorithm: algorithm };
+}
+
+/** `DEFAULT_ALGORITHM`: one of ALGORITHMS, case-insensitive; default `sliding_window`. */
+function defaultAlgorithm(r: Reader): Algorithm {
+  const text = r.string('DEFAULT_ALGORITHM', 'sliding_window');
+  const algorithm = ALGORITHMS.find((name) => name === text.toLowerCase());
+  if (algorithm === undefined) {
+    r.problems.push(
+      `DEFAULT_ALGORITHM=${JSON.stringify(text)}: expected one of ${ALGORITHMS.join(', ')}`,
+    );
+    return 'sliding_window';
+  }
+  return algorithm;
 }
 
 /** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
@@ -415,7 +444,10 @@ function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisCon
         : 'tcp';
   if (url !== undefined) {
     const problem = redisUrlProblem(url, type, socketType);
-    if (problem !== undefined) r.problems.push(`${urlName}=${JSON.stringify(url)}: ${problem}`);
+    // Never echo credentials (user:password@) in a start-up error.
+    if (problem !== undefined) {
+      r.problems.push(`${urlName}=${JSON.stringify(redactUrl(url))}: ${redactUrl(problem)}`);
+    }
   }
   const timeoutName = `${prefix}TIMEOUT`;
   const timeoutText = r.raw(timeoutName) ?? '10s';

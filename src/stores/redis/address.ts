@@ -29,6 +29,6 @@ export function parseAddress(text: string): Address {
     };
   }
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(trimmed);
-  if (match === null) throw new Error(`expected host:port or a redis:// URL, got ${trimmed}`);
+  if (match === null) throw new Error('expected host:port or a redis:// URL for every address');
   return { host: match[1] ?? match[2]!, port: Number(match[3]), tls: false };
 }
