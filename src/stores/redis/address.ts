@@ -5,11 +5,17 @@
 
 /** A host and port parsed from `host:port` or a URL. */
 export interface Address {
+  /** Host name or IP literal (IPv6 without brackets). */
   readonly host: string;
+  /** TCP port (6379 when a URL gives none). */
   readonly port: number;
+  /** User from a URL's `user:password@`; `undefined` when absent. */
   readonly username?: string;
+  /** Password from a URL's `user:password@`; `undefined` when absent. */
   readonly password?: string;
+  /** Database number from a URL's path; `undefined` when absent. */
   readonly db?: number;
+  /** The URL scheme was `rediss://`. */
   readonly tls: boolean;
 }
 

@@ -331,13 +331,13 @@ class RedisStore implements CounterStore {
     if (groups.length === 1) {
       const group = groups[0]!;
       const reply = await this.call(group, specs, dry);
-      return decode(reply, specs.length, undefined);
+      return decode(reply, specs.length);
     }
     const replies = await Promise.all(groups.map((group) => this.call(group, specs, dry)));
     const results = new Array<CounterResult>(specs.length);
     let admitted = true;
     for (let g = 0; g < groups.length; g++) {
-      const partial = decode(replies[g], groups[g]!.indexes.length, undefined);
+      const partial = decode(replies[g], groups[g]!.indexes.length);
       if (!partial.admitted) admitted = false;
       const indexes = groups[g]!.indexes;
       for (let k = 0; k < indexes.length; k++) results[indexes[k]!] = partial.results[k]!;
@@ -430,11 +430,11 @@ function cumulativeHits(specs: readonly CounterSpec[], i: number): number {
 }
 
 /** Decode the script's reply for `count` specs. */
-function decode(reply: unknown, count: number, into: CounterResult[] | undefined): BatchResult {
+function decode(reply: unknown, count: number): BatchResult {
   if (!Array.isArray(reply) || reply.length !== 1 + count * 3) {
     throw new SluiceError('STORE_UNAVAILABLE', 'redis: unexpected reply from the apply script');
   }
-  const results = into ?? new Array<CounterResult>(count);
+  const results = new Array<CounterResult>(count);
   for (let i = 0; i < count; i++) {
     const at = 1 + i * 3;
     results[i] = {
