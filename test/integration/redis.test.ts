@@ -212,6 +212,44 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
     });
   });
 
+  it('REDIS_PERSECOND: limits under a minute count on the second Redis, the others on the first', async () => {
+    const second = await startRedis(group);
+    const secondAdmin = adminClient(second.port);
+    try {
+      const prefix = `ps-${randomUUID()}:`;
+      const s = await store({
+        CACHE_KEY_PREFIX: prefix,
+        REDIS_PERSECOND: 'true',
+        REDIS_PERSECOND_URL: `127.0.0.1:${second.port}`,
+        REDIS_PERSECOND_SOCKET_TYPE: 'tcp',
+      });
+      const perSecond: CounterSpec = {
+        key: 'sw|1000|ps|k=v',
+        algorithm: 'sliding_window',
+        limit: 1,
+        windowMs: 1_000,
+        burst: 1,
+        hits: 1,
+        mode: 'enforced',
+      };
+      const perMinute: CounterSpec = {
+        ...perSecond,
+        key: 'sw|60000|ps|k=v',
+        windowMs: 60_000,
+        limit: 5,
+      };
+      expect((await s.apply([perSecond, perMinute])).admitted).toBe(true);
+      expect(await secondAdmin.keys(`${prefix}*`)).toEqual([expect.stringContaining('sw|1000|')]);
+      expect(await admin.keys(`${prefix}*`)).toEqual([expect.stringContaining('sw|60000|')]);
+      // The per-second limit rejects; the minute counter (in the other Redis) keeps its count.
+      const rejected = await s.apply([perSecond, perMinute]);
+      expect(rejected.admitted).toBe(false);
+      expect(rejected.results[0]!.overLimit).toBe(true);
+    } finally {
+      secondAdmin.disconnect();
+    }
+  });
+
   it('local cache: repeated calls for an over-limit key send no Redis command, and it admits again after the reset', async () => {
     const s = await store({ LOCAL_CACHE_SIZE_IN_BYTES: '1048576' });
     const spec: CounterSpec = {
