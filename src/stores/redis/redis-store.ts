@@ -94,6 +94,7 @@ class ClientState {
   /** Whether the connection ever was ready (the first failure to connect is logged once too). */
   private everUp = false;
   private loggedDown = false;
+  private loggedStall = false;
 
   constructor(
     readonly name: string,
@@ -128,6 +129,7 @@ class ClientState {
   stall(): void {
     if (this.stalled) return;
     this.stalled = true;
+    this.loggedStall = true;
     this.metrics?.storeError('stalled');
     this.logger?.warn(
       { redis: this.name, timeoutMs: this.timeoutMs },
@@ -155,9 +157,10 @@ class ClientState {
 
   private up(why: string): void {
     if (!this.healthy()) return;
-    if (this.everUp && !this.loggedDown) return;
+    if (this.everUp && !this.loggedDown && !this.loggedStall) return;
     this.everUp = true;
     this.loggedDown = false;
+    this.loggedStall = false;
     this.logger?.warn({ redis: this.name }, `redis store available (${why})`);
   }
 
