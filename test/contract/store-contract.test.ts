@@ -300,9 +300,9 @@ for (const backend of BACKENDS) {
           expect(answers.filter((a) => a.admitted)).toHaveLength(20);
         });
 
-        it.skipIf(backend.name === 'memory')(
-          'random batches: answers exactly as the memory store (the algorithm module)',
-          async () => {
+        // The memory store is the model here, so only other stores run this case.
+        if (backend.name !== 'memory')
+          it('random batches: answers exactly as the memory store (the algorithm module)', async () => {
             const { store, clock } = await backend.make();
             const model = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
             open.push(model);
@@ -336,8 +336,7 @@ for (const backend of BACKENDS) {
               const actual = await store.apply(batch);
               expect(actual, `step ${step}: ${JSON.stringify(batch)}`).toEqual(expected);
             }
-          },
-        );
+          });
       });
     }
   });
