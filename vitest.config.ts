@@ -18,7 +18,6 @@ const GRPC_INTEGRATION = [
   'cli',
   'concurrency',
   'http-health',
-  'grpcurl',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
