@@ -208,6 +208,62 @@ describe.each(KINDS)('GRPC_SERVER=%s: the gRPC protocol on the wire', (kind) => 
   });
 });
 
+describe.each(KINDS)('GRPC_SERVER=%s: every field a response can carry', (kind) => {
+  let running: RunningApp;
+  beforeAll(async () => {
+    running = await startApp(
+      [
+        await ruleDir({
+          't.yaml':
+            'domain: t\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n',
+        }),
+      ],
+      {
+        GRPC_SERVER: kind,
+        RESPONSE_DYNAMIC_METADATA: 'true',
+        LIMIT_PROBLEM_JSON_ENABLED: 'true',
+        LIMIT_RESPONSE_HEADERS_ENABLED: 'true',
+      },
+    );
+  });
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  it("sends raw_body, dynamic_metadata and response headers that Envoy's proto decodes", async () => {
+    await running.client.shouldRateLimit(rlsRequest('t', [{ k: 'x' }]));
+    const client = new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
+    try {
+      const bytes = await new Promise<Buffer>((resolve, reject) =>
+        client.makeUnaryRequest(
+          RLS,
+          encodeRequest,
+          (b: Buffer) => b,
+          rlsRequest('t', [{ k: 'x' }]),
+          { deadline: Date.now() + 5_000 },
+          (err, value) => (err ? reject(err) : resolve(value!)),
+        ),
+      );
+      const response = rlsMethod.responseDeserialize(bytes) as {
+        overall_code: string;
+        raw_body?: Buffer;
+        dynamic_metadata?: { fields: Record<string, unknown> };
+        response_headers_to_add?: { key: string; value: string }[];
+      };
+      expect(response.overall_code).toBe('OVER_LIMIT');
+      expect(JSON.parse(Buffer.from(response.raw_body ?? []).toString('utf8'))).toMatchObject({
+        status: 429,
+      });
+      expect(Object.keys(response.dynamic_metadata?.fields ?? {}).length).toBeGreaterThan(0);
+      expect(response.response_headers_to_add?.map((h) => h.key)).toEqual(
+        expect.arrayContaining(['RateLimit-Limit']),
+      );
+    } finally {
+      client.close();
+    }
+  });
+});
+
 // ---- the transport alone, with a service the test controls ---------------------------------
 
 /** A service whose answers the test releases by hand. */
