@@ -74,7 +74,10 @@ export async function createApp(options: AppOptions): Promise<App> {
   const { settings, logger } = options;
   const clock = options.clock ?? systemClock;
   const configLog = logger.child({ module: 'config' });
-  const loadOptions = { mergeDomainConfigs: settings.mergeDomainConfigs };
+  const loadOptions = {
+    mergeDomainConfigs: settings.mergeDomainConfigs,
+    defaultAlgorithm: settings.defaultAlgorithm,
+  };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
   const metrics = createMetrics({
@@ -101,6 +104,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       : watchConfig({
           paths: settings.config.paths,
           mergeDomainConfigs: settings.mergeDomainConfigs,
+          defaultAlgorithm: settings.defaultAlgorithm,
           pollIntervalMs: options.watchPollIntervalMs,
           onSnapshot(snapshot) {
             metrics.service.configLoadSuccess++;
@@ -139,7 +143,12 @@ export async function createApp(options: AppOptions): Promise<App> {
     watcher?.close();
     throw err;
   }
-  const limiter = createLimiter({ store, shadowMode: settings.shadowMode });
+  const limiter = createLimiter({
+    store,
+    shadowMode: settings.shadowMode,
+    quotaMode: settings.quotaMode,
+    responseDynamicMetadata: settings.responseDynamicMetadata,
+  });
   const service = createRateLimitService({
     limiter,
     config: serving,

@@ -13,8 +13,16 @@ export interface QueryOptions {
   readonly domain: string;
   /** Descriptors, each a list of `[key, value]` pairs. */
   readonly descriptors: readonly (readonly [string, string])[][];
-  /** Request-level hits_addend; undefined sends none. */
+  /**
+   * Request-level hits_addend (1 or more); undefined sends none, which counts 1 hit per
+   * descriptor.
+   */
   readonly hits: number | undefined;
+  /**
+   * Look without counting: every descriptor carries its own `hits_addend: 0` (which, unlike the
+   * request-level field, means zero), so the answer shows the counters as they are.
+   */
+  readonly check: boolean;
   /** Deadline, ms. */
   readonly timeoutMs: number;
 }
@@ -68,29 +76,59 @@ interface WireStatus {
   duration_until_reset?: { seconds?: number; nanos?: number };
 }
 
-/** Render a decoded response as readable lines. */
+/** `limit_remaining` of an unlimited rule. */
+const UNLIMITED_REMAINING = 4294967295;
+
+/**
+ * The exit status of `sluice query` for an answer: 0 when the overall code is OK, 2 when it is
+ * OVER_LIMIT (Envoy would reject the request), 1 for anything else (1 is also every failure).
+ */
+export function exitCodeFor(response: WireResponse): number {
+  if (response.overall_code === 'OK') return 0;
+  return response.overall_code === 'OVER_LIMIT' ? 2 : 1;
+}
+
+/**
+ * Render a decoded response as readable lines: the overall code, then one line per descriptor
+ * with its code, rule, remaining room and reset. It also says what the codes alone do not:
+ * a status OVER_LIMIT under an overall OK would block but for `SHADOW_MODE`; a request asking for
+ * more hits than the rule allows in a whole window can never be admitted (its reset is one full
+ * window, docs/semantics.md, so no reset is promised); a check counted nothing.
+ */
 export function formatResponse(
   response: WireResponse,
-  options: Pick<QueryOptions, 'descriptors'>,
+  options: Pick<QueryOptions, 'descriptors' | 'hits' | 'check'>,
 ): string {
-  const lines = [`overall: ${response.overall_code ?? 'UNKNOWN'}`];
-  (response.statuses ?? []).forEach((status, i) => {
+  const overall = response.overall_code ?? 'UNKNOWN';
+  const statuses = response.statuses ?? [];
+  const shadowed = overall === 'OK' && statuses.some((s) => s.code === 'OVER_LIMIT');
+  const notes: string[] = [];
+  if (options.check) notes.push('check only: nothing was counted');
+  if (shadowed) notes.push('would block: SHADOW_MODE answers OK overall');
+  const lines = [`overall: ${overall}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}`];
+  const hits = options.check ? 0 : Math.max(options.hits ?? 1, 1);
+  statuses.forEach((status, i) => {
     const entries = (options.descriptors[i] ?? []).map(([k, v]) => `${k}=${v}`).join(',');
-    const parts = [`  [${i}] ${entries}: ${status.code ?? 'UNKNOWN'}`];
+    const code = status.code ?? 'UNKNOWN';
+    const parts = [`  [${i}] ${entries}: ${code}`];
+    if (code === 'OVER_LIMIT' && overall === 'OK') parts.push('(would block; shadow mode)');
     const limit = status.current_limit;
+    const perUnit = limit?.requests_per_unit ?? 0;
     if (limit) {
       const name = limit.name ? ` (${limit.name})` : '';
-      parts.push(
-        `limit ${limit.requests_per_unit ?? 0}/${(limit.unit ?? 'UNKNOWN').toLowerCase()}${name}`,
-      );
+      parts.push(`limit ${perUnit}/${(limit.unit ?? 'UNKNOWN').toLowerCase()}${name}`);
       parts.push(`remaining ${status.limit_remaining ?? 0}`);
     } else {
-      parts.push(status.limit_remaining === 4294967295 ? 'unlimited' : 'no limit applies');
+      parts.push(status.limit_remaining === UNLIMITED_REMAINING ? 'unlimited' : 'no limit applies');
     }
-    const reset = status.duration_until_reset;
-    if (reset) {
-      const ms = (reset.seconds ?? 0) * 1000 + Math.round((reset.nanos ?? 0) / 1e6);
-      parts.push(`reset in ${(ms / 1000).toFixed(3)}s`);
+    if (limit && code === 'OVER_LIMIT' && hits > perUnit) {
+      parts.push(`never admitted: ${hits} hits exceed the limit of ${perUnit} per window`);
+    } else {
+      const reset = status.duration_until_reset;
+      if (reset) {
+        const ms = (reset.seconds ?? 0) * 1000 + Math.round((reset.nanos ?? 0) / 1e6);
+        parts.push(`reset in ${(ms / 1000).toFixed(3)}s`);
+      }
     }
     lines.push(parts.join('  '));
   });
@@ -105,6 +143,8 @@ export function sendQuery(options: QueryOptions): Promise<WireResponse> {
     domain: options.domain,
     descriptors: options.descriptors.map((entries) => ({
       entries: entries.map(([key, value]) => ({ key, value })),
+      // A present per-descriptor hits_addend of 0 counts nothing (docs/semantics.md §2).
+      ...(options.check ? { hits_addend: { value: 0 } } : {}),
     })),
     hits_addend: options.hits ?? 0,
   };

@@ -1,5 +1,5 @@
 import { ReflectionService } from '@grpc/reflection';
-import * as descriptor from 'protobufjs/ext/descriptor/index.js';
+import descriptor from 'protobufjs/ext/descriptor/index.js';
 import { describe, expect, it, vi } from 'vitest';
 import {
   reflectionDescriptors,

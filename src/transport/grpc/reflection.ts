@@ -25,7 +25,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
-import * as descriptor from 'protobufjs/ext/descriptor/index.js';
+import descriptor from 'protobufjs/ext/descriptor/index.js';
 import { PROTO_DIR, RLS_PROTO } from './proto.js';
 
 /** The reflection data of everything sluice serves. */
