@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The no-Docker demo, Envoy side, in one command (sluice runs in another terminal: `npm start`).
 #
+# Refuses to start (exit 1, saying how to start sluice) unless sluice's gRPC health check answers
+# SERVING on 127.0.0.1:GRPC_PORT.
+#
 # Installs the pinned Envoy if needed (scripts/install-envoy.sh), starts a small echo upstream on
 # loopback, writes a loopback copy of envoy/envoy.yaml (only addresses and ports change: the
 # `sluice` and `upstream` clusters point at 127.0.0.1, listener and admin bind 127.0.0.1) to
@@ -18,6 +21,25 @@ envoy_port="${ENVOY_PORT:-10000}"
 admin_port="${ENVOY_ADMIN_PORT:-9901}"
 sluice_port="${GRPC_PORT:-8081}"
 upstream_port="${UPSTREAM_PORT:-8000}"
+
+# Envoy fails open (failure_mode_deny: false), so with sluice down every request would get a 200
+# and the demo would look like it works without limiting anything. Ask sluice's gRPC health first.
+if ! GRPC_PORT="${sluice_port}" node -e '
+const grpc = require("@grpc/grpc-js");
+const { service } = require("grpc-health-check");
+const Health = grpc.makeGenericClientConstructor(service, "Health");
+const client = new Health(`127.0.0.1:${process.env.GRPC_PORT}`, grpc.credentials.createInsecure());
+client.Check({ service: "" }, { deadline: Date.now() + 2000 }, (err, res) => {
+  client.close();
+  process.exit(!err && res && res.status === "SERVING" ? 0 : 1);
+});
+' 2>/dev/null; then
+  echo "demo-envoy: sluice is not answering on 127.0.0.1:${sluice_port} (gRPC health check failed)." >&2
+  echo "demo-envoy: start it first in another terminal: npm start" >&2
+  echo "demo-envoy: (or GRPC_PORT=<port> bash scripts/demo-envoy.sh if sluice listens elsewhere)" >&2
+  exit 1
+fi
+
 envoy_bin="${ENVOY_BIN:-$(bash scripts/install-envoy.sh)}"
 config=".cache/demo/envoy-${envoy_port}.yaml"
 mkdir -p "$(dirname "${config}")"
