@@ -4,7 +4,7 @@
  * per rule node, so matching itself allocates nothing.
  */
 import { UNIT_MS, type RateLimitUnit } from '../model.js';
-import type { LimitMatch, RateLimitRule } from './types.js';
+import type { Algorithm, LimitMatch, RateLimitRule, RuleLimit } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
 import { compileGlob, isKeyWildcard, isWildcard, type Glob } from './glob.js';
 
@@ -76,7 +76,10 @@ export const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
  * Build the trees of a valid file set. Files of one domain are merged in order (only reached
  * when merging is allowed; validation rejected the duplicates otherwise).
  */
-export function buildDomains(configs: readonly FileConfig[]): Map<string, BuiltDomain> {
+export function buildDomains(
+  configs: readonly FileConfig[],
+  defaultAlgorithm: Algorithm = 'sliding_window',
+): Map<string, BuiltDomain> {
   const domains = new Map<string, BuiltDomain>();
   for (const config of configs) {
     let domain = domains.get(config.domain);
@@ -85,7 +88,14 @@ export function buildDomains(configs: readonly FileConfig[]): Map<string, BuiltD
       domains.set(config.domain, domain);
     }
     domain.files.push(config.file);
-    addDescriptors(domain, domain.root, config.descriptors, `${config.domain}.`, []);
+    addDescriptors(
+      domain,
+      domain.root,
+      config.descriptors,
+      `${config.domain}.`,
+      [],
+      defaultAlgorithm,
+    );
   }
   return domains;
 }
@@ -96,6 +106,7 @@ function addDescriptors(
   descriptors: readonly DescriptorConfig[],
   parentKey: string,
   sharedByDepth: readonly (string | undefined)[],
+  defaultAlgorithm: Algorithm,
 ): void {
   for (let order = 0; order < descriptors.length; order++) {
     const descriptor = descriptors[order]!;
@@ -111,12 +122,21 @@ function addDescriptors(
     let children: ConfigLevel | undefined;
     if (descriptor.descriptors.length > 0) {
       children = new ConfigLevel();
-      addDescriptors(domain, children, descriptor.descriptors, `${fullKey}.`, shared);
+      addDescriptors(
+        domain,
+        children,
+        descriptor.descriptors,
+        `${fullKey}.`,
+        shared,
+        defaultAlgorithm,
+      );
     }
 
     let match: LimitMatch | undefined;
-    if (descriptor.rateLimit !== undefined) {
-      const rule = buildRule(descriptor, descriptor.rateLimit, fullKey);
+    const configs =
+      descriptor.rateLimits ?? (descriptor.rateLimit === undefined ? [] : [descriptor.rateLimit]);
+    if (configs.length > 0) {
+      const rule = buildRule(descriptor, configs, fullKey, defaultAlgorithm);
       match = buildMatch(rule, shared);
       domain.dumpLines.push(dumpLine(rule));
     }
@@ -149,32 +169,44 @@ function addDescriptors(
   }
 }
 
-function buildRule(
-  descriptor: DescriptorConfig,
-  config: RateLimitConfig,
-  fullKey: string,
-): RateLimitRule {
+/** One limit of a rule, with the default algorithm applied. */
+function buildLimit(config: RateLimitConfig, defaultAlgorithm: Algorithm): RuleLimit {
   const unit = config.unit ?? UNLIMITED_PLACEHOLDER_UNIT;
   return Object.freeze({
     requestsPerUnit: config.requestsPerUnit,
     unit,
-    windowMs: UNIT_MS[unit],
+    unitMultiplier: config.unitMultiplier,
+    windowMs: UNIT_MS[unit] * config.unitMultiplier,
+    algorithm: config.algorithm ?? defaultAlgorithm,
+    burst: config.burst ?? config.requestsPerUnit,
     name: config.name,
+  });
+}
+
+/**
+ * The rule of a descriptor with one or more limits. Rule-level fields come from the first limit
+ * (its name is the one `replaces` refers to); `replaces` is the union over every limit.
+ */
+function buildRule(
+  descriptor: DescriptorConfig,
+  configs: readonly RateLimitConfig[],
+  fullKey: string,
+  defaultAlgorithm: Algorithm,
+): RateLimitRule {
+  const limits = Object.freeze(configs.map((config) => buildLimit(config, defaultAlgorithm)));
+  const first = limits[0]!;
+  const config = configs[0]!;
+  const replaces = [...new Set(configs.flatMap((c) => c.replaces))];
+  return Object.freeze({
+    requestsPerUnit: first.requestsPerUnit,
+    unit: first.unit,
+    windowMs: first.windowMs,
+    name: first.name,
     unlimited: config.unlimited,
     shadowMode: descriptor.shadowMode,
-    replaces: Object.freeze([...config.replaces]),
-    algorithm: 'sliding_window',
-    limits: Object.freeze([
-      Object.freeze({
-        requestsPerUnit: config.requestsPerUnit,
-        unit,
-        unitMultiplier: 1,
-        windowMs: UNIT_MS[unit],
-        algorithm: 'sliding_window' as const,
-        burst: config.requestsPerUnit,
-        name: config.name,
-      }),
-    ]),
+    replaces: Object.freeze(replaces),
+    algorithm: first.algorithm,
+    limits,
     fullKey,
     detailedMetric: descriptor.detailedMetric,
     valueToMetric: descriptor.valueToMetric,

@@ -6,7 +6,7 @@
  * built with the snapshot, allocating nothing.
  */
 import { UNIT_MS, type RequestDescriptor } from '../model.js';
-import type { LimitMatch, RateLimitRule } from './types.js';
+import type { Algorithm, LimitMatch, RateLimitRule } from './types.js';
 import type { ConfigLevel, ConfigNode, WildcardNode } from './build.js';
 import { joinedStartsWith, matchGlob } from './glob.js';
 
@@ -66,7 +66,8 @@ function lookup(level: ConfigLevel, key: string, value: string): ConfigNode | un
 }
 
 /**
- * The rule for a descriptor that carries Envoy's `limit` override, in a known domain: the
+ * The rule for a descriptor that carries Envoy's `limit` override, in a known domain (counted
+ * with `algorithm`, the `DEFAULT_ALGORITHM`): the
  * override's numbers, never shadow mode, no name, keyed like the reference's `descriptorKey`
  * (`domain.key_value.key2`, a key alone where the value is empty). The configured tree is not
  * consulted.
@@ -78,6 +79,7 @@ function lookup(level: ConfigLevel, key: string, value: string): ConfigNode | un
 export function overrideLimit(
   domain: string,
   descriptor: RequestDescriptor,
+  algorithm: Algorithm = 'sliding_window',
 ): LimitMatch | undefined {
   const override = descriptor.limit;
   if (override === undefined || override.unit === undefined) return undefined;
@@ -90,14 +92,14 @@ export function overrideLimit(
     unlimited: false,
     shadowMode: false,
     replaces: NO_REPLACES,
-    algorithm: 'sliding_window',
+    algorithm,
     limits: [
       {
         requestsPerUnit: override.requestsPerUnit,
         unit,
         unitMultiplier: 1,
         windowMs: UNIT_MS[unit],
-        algorithm: 'sliding_window',
+        algorithm,
         burst: override.requestsPerUnit,
         name: '',
       },

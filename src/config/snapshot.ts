@@ -3,7 +3,7 @@
  */
 import type { RequestDescriptor } from '../model.js';
 import { ConfigError, type ConfigProblem } from '../errors.js';
-import type { ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
+import type { Algorithm, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
 import { buildDomains, type BuiltDomain, type ConfigLevel } from './build.js';
 import { findLimit, overrideLimit } from './match.js';
 import {
@@ -27,8 +27,9 @@ export function buildSnapshot(
   const valid = configs.filter((config): config is FileConfig => config !== undefined);
   return new Snapshot(
     sorted.map((file) => file.name),
-    buildDomains(valid),
+    buildDomains(valid, options.defaultAlgorithm),
     warnings,
+    options.defaultAlgorithm ?? 'sliding_window',
   );
 }
 
@@ -43,12 +44,15 @@ class Snapshot implements ConfigSnapshot {
   readonly domains: ReadonlyMap<string, DomainInfo>;
   readonly #roots: ReadonlyMap<string, ConfigLevel>;
   readonly #dump: readonly string[];
+  readonly #defaultAlgorithm: Algorithm;
 
   constructor(
     files: readonly string[],
     built: ReadonlyMap<string, BuiltDomain>,
     warnings: readonly ConfigProblem[],
+    defaultAlgorithm: Algorithm,
   ) {
+    this.#defaultAlgorithm = defaultAlgorithm;
     this.files = Object.freeze([...files]);
     this.warnings = Object.freeze([...warnings]);
     const infos = new Map<string, DomainInfo>();
@@ -68,7 +72,8 @@ class Snapshot implements ConfigSnapshot {
   getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined {
     const root = this.#roots.get(domain);
     if (root === undefined) return undefined;
-    if (descriptor.limit !== undefined) return overrideLimit(domain, descriptor);
+    if (descriptor.limit !== undefined)
+      return overrideLimit(domain, descriptor, this.#defaultAlgorithm);
     return findLimit(root, descriptor);
   }
 

@@ -98,6 +98,11 @@ export interface ConfigOptions {
    * `MERGE_DOMAIN_CONFIG`). Default false. Duplicate composite keys stay an error either way.
    */
   readonly mergeDomainConfigs?: boolean;
+  /**
+   * The algorithm of limits that name none (the `DEFAULT_ALGORITHM` setting); default
+   * `sliding_window`.
+   */
+  readonly defaultAlgorithm?: Algorithm;
 }
 
 /** A configuration file's name and text. */
@@ -181,7 +186,11 @@ export function validateFiles(
   const warnings: ConfigProblem[] = [];
   for (const { name, content } of files) {
     const parsed = parseConfigYaml(name, content);
-    configs.push(parsed.root === undefined ? undefined : validateRoot(parsed));
+    configs.push(
+      parsed.root === undefined
+        ? undefined
+        : validateRoot(parsed, options.defaultAlgorithm ?? 'sliding_window'),
+    );
     perFile.push(parsed.sink.problems);
     warnings.push(...parsed.sink.warnings);
   }
@@ -190,8 +199,11 @@ export function validateFiles(
 }
 
 /** Validate one parsed file's root. Problems go to `parsed.sink`. */
-export function validateRoot(parsed: ParsedFile): FileConfig {
-  const walker = new Walker(parsed);
+export function validateRoot(
+  parsed: ParsedFile,
+  defaultAlgorithm: Algorithm = 'sliding_window',
+): FileConfig {
+  const walker = new Walker(parsed, defaultAlgorithm);
   return walker.root(parsed.root ?? null);
 }
 
@@ -199,7 +211,10 @@ class Walker {
   private readonly sink: ProblemSink;
   private readonly resolve: (node: unknown) => YamlNode | null;
 
-  constructor(private readonly parsed: ParsedFile) {
+  constructor(
+    private readonly parsed: ParsedFile,
+    private readonly defaultAlgorithm: Algorithm,
+  ) {
     this.sink = parsed.sink;
     this.resolve = parsed.resolve;
   }
@@ -492,7 +507,7 @@ class Walker {
       if (unit === undefined) valid = false;
     }
 
-    const effective = algorithm ?? this.parsed.defaultAlgorithm;
+    const effective = algorithm ?? this.defaultAlgorithm;
     if (burstEntry !== undefined && effective !== 'token_bucket') {
       this.sink.add(
         `${path}.burst`,
@@ -582,7 +597,7 @@ class Walker {
         valid = false;
         return;
       }
-      const algorithm = limit.algorithm ?? this.parsed.defaultAlgorithm;
+      const algorithm = limit.algorithm ?? this.defaultAlgorithm;
       const windowMs = UNIT_MS[limit.unit!] * limit.unitMultiplier;
       const pair = `${algorithm}/${windowMs}`;
       const first = seen.get(pair);

@@ -1,6 +1,7 @@
 /**
  * Hot reload: watch the rule directories and rebuild a whole new snapshot when they change.
  */
+import type { Algorithm } from '../algorithms/types.js';
 import { watch, type FSWatcher } from 'node:fs';
 import { lstat, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
@@ -14,6 +15,8 @@ export interface WatchOptions {
   readonly paths: readonly string[];
   /** Merge files of one domain (`MERGE_DOMAIN_CONFIG`); default false. */
   readonly mergeDomainConfigs?: boolean;
+  /** The algorithm of limits that name none (`DEFAULT_ALGORITHM`); default sliding_window. */
+  readonly defaultAlgorithm?: Algorithm;
   /** Quiet time after the first event of a burst before reloading, in ms; default 100. */
   readonly debounceMs?: number;
   /**
@@ -147,6 +150,7 @@ class Watch implements ConfigWatcher {
       try {
         snapshot = await snapshotOfFiles(scan.files, scan.problems, {
           mergeDomainConfigs: this.options.mergeDomainConfigs === true,
+          defaultAlgorithm: this.options.defaultAlgorithm,
         });
       } catch (error) {
         this.fail(error);

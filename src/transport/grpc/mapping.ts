@@ -7,6 +7,7 @@ import {
   RATE_LIMIT_UNITS,
   type DescriptorEntry,
   type DescriptorStatus,
+  type JsonValue,
   type LimitOverride,
   type RateLimitRequest,
   type RateLimitResponse,
@@ -95,7 +96,26 @@ export function responseToWire(response: RateLimitResponse): any {
     statuses,
     response_headers_to_add: response.responseHeadersToAdd,
     raw_body: response.rawBody === undefined ? undefined : Buffer.from(response.rawBody),
+    dynamic_metadata:
+      response.dynamicMetadata === undefined ? undefined : structToWire(response.dynamicMetadata),
   };
+}
+
+/** A google.protobuf.Struct (proto-loader shape, keepCase) from plain JSON fields. */
+export function structToWire(fields: Readonly<Record<string, JsonValue>>): any {
+  const out: Record<string, any> = {};
+  for (const [key, value] of Object.entries(fields)) out[key] = valueToWire(value);
+  return { fields: out };
+}
+
+/** A google.protobuf.Value from a JSON value. */
+function valueToWire(value: JsonValue): any {
+  if (value === null) return { null_value: 'NULL_VALUE' };
+  if (typeof value === 'boolean') return { bool_value: value };
+  if (typeof value === 'number') return { number_value: value };
+  if (typeof value === 'string') return { string_value: value };
+  if (Array.isArray(value)) return { list_value: { values: value.map(valueToWire) } };
+  return { struct_value: structToWire(value as Readonly<Record<string, JsonValue>>) };
 }
 
 /**
