@@ -56,7 +56,7 @@ export function isRuleFileName(name: string): boolean {
  * `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config` tree with Go's filepath.Walk. Like Walk, symbolic
  * links to files are followed but symbolic links to directories are not descended into (no
  * loops). The reference loads every file whatever its name and, unless RUNTIME_IGNOREDOTFILES is
- * set, dot files too; sluice takes only YAML files and always skips dot entries (SPEC §2), which
+ * set, dot files too; sluice takes only YAML files and always skips dot entries (docs/configuration.md, "Files"), which
  * is what Kubernetes deployments of the reference configure anyway.
  *
  * Throws a ConfigError naming every path that does not exist or cannot be read.

@@ -167,7 +167,7 @@ function policy(rule: Rule): string {
 
 /**
  * x-ratelimit-reset is the whole seconds of duration_until_reset. With the default sliding window,
- * a hit is counted for at least W and at most W plus one sub-bucket (SPEC §3: under-admission is
+ * a hit is counted for at least W and at most W plus one sub-bucket (docs/semantics.md §4: under-admission is
  * bounded by one sub-bucket), so right after the first hits the reset lies in (W - elapsed, W + b].
  */
 function expectReset(reply: Reply, rule: Rule, what: string): void {

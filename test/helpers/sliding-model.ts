@@ -1,5 +1,5 @@
 /**
- * A deliberately plain brute-force model of the sliding window (SPEC §3) and of the memory
+ * A deliberately plain brute-force model of the sliding window (docs/semantics.md §4) and of the memory
  * store's batch semantics, used to cross-check src/algorithms/sliding-window.ts and
  * src/stores/memory. It keeps every admitted (timestamp, hits) pair and recomputes everything
  * by scanning them with the same sub-bucket expiry rule: a hit at `t` counts at `now` while
