@@ -90,6 +90,8 @@ export interface DescriptorStatus {
    * over its limit answers OK).
    */
   readonly overLimit: boolean;
+  /** Not on the wire: the store's local over-limit cache answered for this descriptor. */
+  readonly overLimitWithLocalCache?: boolean;
 }
 
 /** A header Envoy adds to the client's response or the upstream request. */

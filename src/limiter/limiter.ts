@@ -200,6 +200,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
           rule,
           hits: specs[at]!.hits,
           overLimit: over,
+          overLimitWithLocalCache: over && result.fromLocalCache === true,
         };
       }
 

@@ -31,7 +31,13 @@ export interface CounterSpec {
 }
 
 /** The store's answer for one counter. */
-export type CounterResult = AlgorithmResult;
+export interface CounterResult extends AlgorithmResult {
+  /**
+   * True when a local over-limit cache answered without asking the shared store (the
+   * reference's `over_limit_with_local_cache`); absent otherwise.
+   */
+  fromLocalCache?: boolean;
+}
 
 /** The store's answer for a whole batch. */
 export interface BatchResult {

@@ -265,6 +265,8 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
     expect((await s.apply([spec])).admitted).toBe(true);
     const first = await s.apply([spec]);
     expect(first.admitted).toBe(false);
+    // Redis itself answered this one; the cache answers the next ones and says so.
+    expect(first.results[0]!.fromLocalCache).toBeUndefined();
     const waitMs = first.results[0]!.resetMs;
     expect(waitMs).toBeGreaterThan(0);
     await admin.config('RESETSTAT');
@@ -273,6 +275,7 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
       const batch = await s.apply([spec]);
       expect(batch.admitted).toBe(false);
       expect(batch.results[0]!.overLimit).toBe(true);
+      expect(batch.results[0]!.fromLocalCache).toBe(true);
       expect(batch.results[0]!.resetMs).toBeLessThanOrEqual(waitMs);
     }
     // Only the RESETSTAT itself and this INFO reached Redis.

@@ -4,6 +4,7 @@ import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../../src/config
 import { createLimiter, hitsFor } from '../../src/limiter/limiter.js';
 import { MAX_UINT32, type RateLimitRequest, type RequestDescriptor } from '../../src/model.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { makeRule } from '../helpers/rules.js';
 
 /** A snapshot whose rules are keyed by the descriptor's first entry key (the input under test). */
@@ -159,5 +160,116 @@ describe('limiter decisions', () => {
     expect((await decide(req([desc('a')]))).overallCode).toBe('OVER_LIMIT');
     clock.advance(1);
     expect((await decide(req([desc('a')]))).overallCode).toBe('OK');
+  });
+});
+
+describe('limiter: several limits, non-wire fields, quota mode', () => {
+  const twoLimits = makeRule({
+    name: 'per_second',
+    requestsPerUnit: 2,
+    unit: 'second',
+    windowMs: 1_000,
+    limits: [
+      {
+        requestsPerUnit: 2,
+        unit: 'second',
+        unitMultiplier: 1,
+        windowMs: 1_000,
+        algorithm: 'sliding_log',
+        burst: 2,
+        name: 'per_second',
+      },
+      {
+        requestsPerUnit: 3,
+        unit: 'minute',
+        unitMultiplier: 1,
+        windowMs: 60_000,
+        algorithm: 'sliding_log',
+        burst: 3,
+        name: 'per_minute',
+      },
+    ],
+  });
+
+  it('reports the least-remaining limit when OK and the longest-waiting one when over', async () => {
+    const { clock, decide } = setup({ k: twoLimits });
+    const first = (await decide(req([desc('k')]))).statuses[0]!;
+    // second: 1 left, minute: 2 left -> the second limit is reported.
+    expect(first.currentLimit).toEqual({ requestsPerUnit: 2, unit: 'second', name: 'per_second' });
+    expect(first.limitRemaining).toBe(1);
+    expect(first).toMatchObject({ hits: 1, overLimit: false, rule: twoLimits });
+    await decide(req([desc('k')]));
+    const third = (await decide(req([desc('k')]))).statuses[0]!;
+    expect(third.code).toBe('OVER_LIMIT');
+    expect(third.overLimit).toBe(true);
+    expect(third.currentLimit!.name).toBe('per_second');
+    expect(third.durationUntilResetMs).toBe(1_000);
+    clock.advance(1_000);
+    const fourth = (await decide(req([desc('k')]))).statuses[0]!;
+    // Minute limit now has 0 left after this hit: it is the least remaining.
+    expect(fourth.code).toBe('OK');
+    expect(fourth.currentLimit!.name).toBe('per_minute');
+    expect(fourth.limitRemaining).toBe(0);
+    clock.advance(1_000);
+    const fifth = (await decide(req([desc('k')]))).statuses[0]!;
+    // Only the minute limit is over: it is reported with its own wait (first hit at t=0).
+    expect(fifth.code).toBe('OVER_LIMIT');
+    expect(fifth.currentLimit!.name).toBe('per_minute');
+    expect(fifth.durationUntilResetMs).toBe(58_000);
+  });
+
+  it('passes the store’s local-cache flag to an over-limit status', async () => {
+    const rule = makeRule();
+    const store: CounterStore = {
+      apply: (specs) =>
+        Promise.resolve({
+          admitted: false,
+          results: specs.map(() => ({
+            overLimit: true,
+            remaining: 0,
+            resetMs: 5,
+            fromLocalCache: true,
+          })),
+        }),
+      size: () => 0,
+      healthy: () => true,
+      close: () => Promise.resolve(),
+    };
+    const limiter = createLimiter({ store, shadowMode: false });
+    const response = await limiter.decide(snapshotOf({ k: rule }), req([desc('k')]));
+    expect(response.statuses[0]!.overLimitWithLocalCache).toBe(true);
+  });
+
+  it('quota mode: over limit answers OK without a reset, charges nothing, and is listed in metadata', async () => {
+    const quota = makeRule({ quotaMode: true, requestsPerUnit: 1 });
+    const plain = makeRule({ requestsPerUnit: 5 });
+    const clock = createManualClock();
+    const store = createMemoryStore({ clock: clock.now });
+    const limiter = createLimiter({ store, shadowMode: false, responseDynamicMetadata: true });
+    const snapshot = snapshotOf({ q: quota, p: plain });
+    const request = req([desc('p'), desc('q')]);
+    const first = await limiter.decide(snapshot, request);
+    expect(first.overallCode).toBe('OK');
+    expect(first.dynamicMetadata).toEqual({
+      domain: 'd',
+      descriptors: [{ entries: ['p=v'] }, { entries: ['q=v'] }],
+      quotaModeEnabled: true,
+    });
+    const second = await limiter.decide(snapshot, request);
+    expect(second.overallCode).toBe('OK');
+    expect(second.statuses[1]).toMatchObject({
+      code: 'OK',
+      limitRemaining: 0,
+      durationUntilResetMs: undefined,
+      overLimit: true,
+    });
+    expect(second.statuses[0]!.limitRemaining).toBe(3);
+    expect(second.dynamicMetadata!['quotaModeViolations']).toEqual([1]);
+    // The over-limit quota counter was not charged: the plain one was, once per call.
+    const [p, q] = [
+      ...(store as unknown as { counters: Map<string, { total: number }> }).counters.values(),
+    ];
+    expect(p!.total).toBe(2);
+    expect(q!.total).toBe(1);
   });
 });

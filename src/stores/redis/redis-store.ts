@@ -304,13 +304,25 @@ class RedisStore implements CounterStore {
     if (cached === specs.length) {
       return {
         admitted: false,
-        results: waits.map((resetMs) => ({ overLimit: true, remaining: 0, resetMs })),
+        results: waits.map((resetMs) => ({
+          overLimit: true,
+          remaining: 0,
+          resetMs,
+          fromLocalCache: true,
+        })),
       };
     }
     return this.applyRemote(specs, true).then((batch) => {
       for (let i = 0; i < specs.length; i++) {
         const waitMs = waits[i]!;
-        if (waitMs > 0) batch.results[i] = { overLimit: true, remaining: 0, resetMs: waitMs };
+        if (waitMs > 0) {
+          batch.results[i] = {
+            overLimit: true,
+            remaining: 0,
+            resetMs: waitMs,
+            fromLocalCache: true,
+          };
+        }
       }
       return { admitted: false, results: batch.results };
     });
