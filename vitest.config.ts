@@ -18,6 +18,7 @@ const GRPC_INTEGRATION = [
   'cli',
   'concurrency',
   'http-health',
+  'algorithms-grpc',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

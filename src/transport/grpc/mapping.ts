@@ -108,14 +108,17 @@ export function structToWire(fields: Readonly<Record<string, JsonValue>>): any {
   return { fields: out };
 }
 
-/** A google.protobuf.Value from a JSON value. */
+/**
+ * A google.protobuf.Value from a JSON value. The field names are camelCase even with keepCase:
+ * protobufjs defines the google/protobuf/struct.proto types itself, with camelCase names.
+ */
 function valueToWire(value: JsonValue): any {
-  if (value === null) return { null_value: 'NULL_VALUE' };
-  if (typeof value === 'boolean') return { bool_value: value };
-  if (typeof value === 'number') return { number_value: value };
-  if (typeof value === 'string') return { string_value: value };
-  if (Array.isArray(value)) return { list_value: { values: value.map(valueToWire) } };
-  return { struct_value: structToWire(value as Readonly<Record<string, JsonValue>>) };
+  if (value === null) return { nullValue: 'NULL_VALUE' };
+  if (typeof value === 'boolean') return { boolValue: value };
+  if (typeof value === 'number') return { numberValue: value };
+  if (typeof value === 'string') return { stringValue: value };
+  if (Array.isArray(value)) return { listValue: { values: value.map(valueToWire) } };
+  return { structValue: structToWire(value as Readonly<Record<string, JsonValue>>) };
 }
 
 /**
