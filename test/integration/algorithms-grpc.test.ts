@@ -364,6 +364,10 @@ describe('quota_mode per descriptor (the reference: TestServicePerDescriptorQuot
     for (let i = 0; i < 3; i++) await app.ask([{ quota: 'd' }]);
     const r = await app.ask([{ regular: 'd' }, { quota: 'd' }]);
     expect(r.overall_code).toBe('OK');
+    // As the pinned reference answers (checked against its binary): the over-limit quota status
+    // is OK with remaining 0 and no duration_until_reset.
+    expect(r.statuses[1]).toMatchObject({ code: 'OK', limit_remaining: 0 });
+    expect(r.statuses[1]!.duration_until_reset).toBeNull();
     expect(plain(r.dynamic_metadata)).toEqual({
       domain: 'quota-domain',
       descriptors: [{ entries: ['regular=d'] }, { entries: ['quota=d'] }],
