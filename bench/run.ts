@@ -22,6 +22,7 @@ import {
 } from './h2load.js';
 import { benchInProcess, type RateBounds } from './in-process.js';
 import { benchMemory, type MemoryBounds } from './memory.js';
+import { benchRedisTrips } from './redis-trips.js';
 import { formatTable, type Row } from './report.js';
 import { formatTargets, judgeTargets } from './targets.js';
 import { writeRules } from './workloads.js';
@@ -91,13 +92,8 @@ async function main(): Promise<void> {
     const h2: H2loadResult | undefined =
       h2Skipped === undefined ? await benchH2load(sluice, rulesDir, H2LOAD, progress) : undefined;
 
-    const redis: Row = {
-      id: '4',
-      what: 'Redis round trips per request',
-      sluice: 'n/a (no Redis store yet)',
-      baseline: 'n/a',
-      ratio: 'n/a',
-    };
+    progress('Redis commands per decision');
+    const redis: Row = await benchRedisTrips(sluice);
 
     const rows = [...inProcess, ...grpc.rows, ...memory, redis];
     const targets = judgeTargets(rows, h2);
