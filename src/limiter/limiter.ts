@@ -153,7 +153,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
       const batch = specs.length > 0 ? await store.apply(specs) : undefined;
 
-      let overLimit = false;
+      // The store decided admission; statuses only report it.
+      const overLimit = batch !== undefined && !batch.admitted;
       let violations: number[] | undefined;
       const statuses = new Array<DescriptorStatus>(count);
       for (let i = 0; i < count; i++) {
@@ -184,7 +185,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
           }
         }
         const blocks = over && mode === 'enforced';
-        if (blocks) overLimit = true;
         const quotaViolation = over && mode === 'quota';
         if (quotaViolation) (violations ??= []).push(i);
         statuses[i] = {
