@@ -50,3 +50,44 @@ export function pushPair(state: CounterState, a: number, b: number, maxCapacity:
   ring[(slot << 1) + 1] = b;
   state.length = length + 1;
 }
+
+/**
+ * Drop the stored pairs whose `a` is below `keepFrom`, oldest first, subtracting their `b` from
+ * `state.total` (set to exactly 0 when none is left). Returns how many pairs remain.
+ */
+export function dropPairsBelow(state: CounterState, keepFrom: number): number {
+  const ring = state.ring;
+  const capacity = ring.length >> 1;
+  let head = state.head;
+  let length = state.length;
+  let total = state.total;
+  while (length > 0) {
+    const at = head << 1;
+    if (ring[at]! >= keepFrom) break;
+    total -= ring[at + 1]!;
+    head = head + 1 === capacity ? 0 : head + 1;
+    length--;
+  }
+  state.head = length === 0 ? 0 : head;
+  state.length = length;
+  // An empty state is exactly zero, whatever was summed and subtracted before.
+  state.total = length === 0 ? 0 : total;
+  return length;
+}
+
+/**
+ * Walking the stored pairs oldest first, the `a` of the first pair at which the summed `b`
+ * reaches `amount`; -1 when all of them together do not.
+ */
+export function pairFreeing(state: CounterState, amount: number): number {
+  const ring = state.ring;
+  const capacity = ring.length >> 1;
+  let slot = state.head;
+  let freed = 0;
+  for (let k = 0; k < state.length; k++) {
+    freed += ring[(slot << 1) + 1]!;
+    if (freed >= amount) return ring[slot << 1]!;
+    slot = slot + 1 === capacity ? 0 : slot + 1;
+  }
+  return -1;
+}

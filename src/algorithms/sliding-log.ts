@@ -18,29 +18,14 @@
  * - OK reset: the oldest entry's `t + W` minus now; 0 when the log is empty.
  * A reset is therefore exact to the millisecond and never above W.
  */
-import { newestSlot, pushPair } from './ring.js';
+import { dropPairsBelow, newestSlot, pairFreeing, pushPair } from './ring.js';
 import type { AlgorithmResult, CounterAlgorithm, CounterState, LimitParams } from './types.js';
 
 /** Drop the entries whose hits are W old or more at `nowMs`. */
 export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
   if (state.length === 0) return;
-  const oldestLive = Math.floor(nowMs) - params.windowMs; // entries with t <= this are gone
-  const ring = state.ring;
-  const capacity = ring.length >> 1;
-  let head = state.head;
-  let length = state.length;
-  let total = state.total;
-  while (length > 0) {
-    const at = head << 1;
-    if (ring[at]! > oldestLive) break;
-    total -= ring[at + 1]!;
-    head = head + 1 === capacity ? 0 : head + 1;
-    length--;
-  }
-  state.head = length === 0 ? 0 : head;
-  state.length = length;
-  state.total = length === 0 ? 0 : total;
-  if (length === 0) state.emptyAtMs = 0;
+  // Entries with t + W <= now are gone: keep t >= now - W + 1.
+  if (dropPairsBelow(state, Math.floor(nowMs) - params.windowMs + 1) === 0) state.emptyAtMs = 0;
 }
 
 /** `total + hits <= limit`. */
@@ -112,17 +97,9 @@ function waitForRoomMs(
 ): number {
   const excess = state.total + hits - limit;
   if (excess <= 0) return 0;
-  const ring = state.ring;
-  const capacity = ring.length >> 1;
-  let slot = state.head;
-  let freed = 0;
-  for (let k = 0; k < state.length; k++) {
-    freed += ring[(slot << 1) + 1]!;
-    if (freed >= excess) return ring[slot << 1]! + windowMs - now;
-    slot = slot + 1 === capacity ? 0 : slot + 1;
-  }
-  // Unreachable: with hits <= limit, freeing every entry always frees enough.
-  return windowMs;
+  const at = pairFreeing(state, excess);
+  // -1 is unreachable: with hits <= limit, freeing every entry always frees enough.
+  return at < 0 ? windowMs : at + windowMs - now;
 }
 
 /** `sliding_log` as the common {@link CounterAlgorithm} steps. */

@@ -26,7 +26,7 @@ import {
   type CounterAlgorithm,
   type CounterState,
 } from './types.js';
-import { newestSlot, pushPair } from './ring.js';
+import { dropPairsBelow, newestSlot, pairFreeing, pushPair } from './ring.js';
 
 /** Number of sub-buckets a window is split into. */
 export const SUB_BUCKETS = 20;
@@ -70,23 +70,7 @@ export const cloneState: (state: SlidingWindowState) => SlidingWindowState = clo
 export function evict(state: SlidingWindowState, nowMs: number, windowMs: number): void {
   if (state.length === 0) return;
   const bucketMs = bucketMsFor(windowMs);
-  const oldestLive = Math.floor(Math.floor(nowMs) / bucketMs) - SUB_BUCKETS;
-  const ring = state.ring;
-  const capacity = ring.length >> 1;
-  let head = state.head;
-  let length = state.length;
-  let total = state.total;
-  while (length > 0) {
-    const at = head << 1;
-    if (ring[at]! >= oldestLive) break;
-    total -= ring[at + 1]!;
-    head = head + 1 === capacity ? 0 : head + 1;
-    length--;
-  }
-  state.head = length === 0 ? 0 : head;
-  state.length = length;
-  // An empty window is exactly zero, whatever was summed and subtracted before.
-  state.total = length === 0 ? 0 : total;
+  dropPairsBelow(state, Math.floor(Math.floor(nowMs) / bucketMs) - SUB_BUCKETS);
 }
 
 /**
@@ -145,18 +129,9 @@ export function waitForRoomMs(
   const excess = state.total + hits - limit;
   if (excess <= 0) return 0;
   const bucketMs = bucketMsFor(windowMs);
-  const now = Math.floor(nowMs);
-  const ring = state.ring;
-  const capacity = ring.length >> 1;
-  let slot = state.head;
-  let freed = 0;
-  for (let k = 0; k < state.length; k++) {
-    freed += ring[(slot << 1) + 1]!;
-    if (freed >= excess) return (ring[slot << 1]! + EXPIRY_SPAN) * bucketMs - now;
-    slot = slot + 1 === capacity ? 0 : slot + 1;
-  }
-  // Unreachable: with hits <= limit, freeing every bucket always frees enough.
-  return windowMs;
+  const index = pairFreeing(state, excess);
+  // -1 is unreachable: with hits <= limit, freeing every bucket always frees enough.
+  return index < 0 ? windowMs : (index + EXPIRY_SPAN) * bucketMs - Math.floor(nowMs);
 }
 
 /**
