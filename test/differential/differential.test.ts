@@ -28,7 +28,8 @@ import {
   sharesCounterWithLater,
   type DeliberateRule,
 } from './deliberate.js';
-import { missingBinaries, startRedis, startReference } from './reference.js';
+import { startRedis } from '../helpers/redis.js';
+import { missingBinaries, startReference } from './reference.js';
 
 const SEED = Number(process.env['DIFF_SEED'] ?? '1');
 const CONFIGS = Number(process.env['DIFF_CONFIGS'] ?? '200');
@@ -140,7 +141,7 @@ describe.skipIf(missing !== undefined)(
       async () => {
         const started = Date.now();
         const random = createRandom(SEED);
-        const redisPort = await startRedis(group);
+        const redisPort = (await startRedis(group)).port;
         const report: Report = {
           configs: 0,
           acceptedByBoth: 0,

@@ -29,30 +29,6 @@ export function missingBinaries(): string | undefined {
   return missing.length === 0 ? undefined : `missing ${missing.join(' and ')}`;
 }
 
-/** Start a throwaway redis-server; resolves to its port. */
-export async function startRedis(group: ProcessGroup): Promise<number> {
-  const port = await freePort();
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-diff-redis-'));
-  const proc = group.spawn('redis-server', 'redis-server', [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ]);
-  await waitFor('redis-server', () => alive(proc) && canConnect('127.0.0.1', port), {
-    timeoutMs: 10_000,
-    onTimeout: () => proc.output(),
-  });
-  group.onCleanup(() => fs.rm(dir, { recursive: true, force: true }));
-  return port;
-}
-
 /** A running reference with a set of rule files loaded. */
 export interface RunningReference {
   /** gRPC address. */
