@@ -28,6 +28,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadSluice, REPO_ROOT, SLUICE_MAIN, type Sluice } from './dist.js';
 import { grid } from './h2load.js';
@@ -777,4 +778,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();
