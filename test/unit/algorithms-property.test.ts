@@ -21,6 +21,7 @@ import {
 } from '../../src/algorithms/types.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { MODELS, mulberry32, type ModelHit } from '../helpers/algorithm-models.js';
+import { propertyRuns } from '../helpers/property-budget.js';
 
 const T0 = 1_700_000_000_000;
 // 20 and 100 ms windows stress sub-bucket and tick boundaries; the rest are real lengths
@@ -33,7 +34,7 @@ const STEPS = 300;
 function seeds(base: number): number[] {
   const only = process.env['SLUICE_SEED'];
   if (only !== undefined && only !== '') return [Number(only)];
-  return Array.from({ length: RUNS_PER_ALGORITHM }, (_, k) => base + k);
+  return Array.from({ length: propertyRuns(RUNS_PER_ALGORITHM) }, (_, k) => base + k);
 }
 
 function pick<T>(rand: () => number, items: readonly T[]): T {
@@ -183,6 +184,6 @@ describe.each(ALGORITHMS.map((algorithm, index) => ({ algorithm, index })))(
           throw error;
         }
       }
-    });
+    }, 60_000);
   },
 );
