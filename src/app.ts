@@ -20,6 +20,7 @@ import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
+import { createServerTls, readTlsMaterial } from './transport/tls.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -73,6 +74,9 @@ export interface App {
 export async function createApp(options: AppOptions): Promise<App> {
   const { settings, logger } = options;
   const clock = options.clock ?? systemClock;
+  // Unreadable or invalid TLS files stop the start before anything else is set up.
+  const tlsMaterial =
+    settings.grpcTls === undefined ? undefined : await readTlsMaterial(settings.grpcTls);
   const configLog = logger.child({ module: 'config' });
   const loadOptions = {
     mergeDomainConfigs: settings.mergeDomainConfigs,
@@ -189,12 +193,21 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     logger: logger.child({ module: 'debug' }),
   });
+  const tls =
+    settings.grpcTls === undefined || tlsMaterial === undefined
+      ? undefined
+      : createServerTls({
+          settings: settings.grpcTls,
+          initial: tlsMaterial,
+          logger: logger.child({ module: 'tls' }),
+        });
   const grpcServer = createServiceServer({
     kind: settings.grpcServer,
     service,
     logger: logger.child({ module: 'grpc' }),
     maxReceiveMessageBytes: settings.grpcMaxReceiveMessageBytes,
     health,
+    tls,
   });
 
   let closing: Promise<void> | undefined;
@@ -217,6 +230,7 @@ export async function createApp(options: AppOptions): Promise<App> {
           debug: formatHostPort(settings.debugHost, debugPort),
         },
         store: settings.backendType,
+        grpcTls: describeTls(settings),
         configOrigin: settings.config.origin,
         snapshot: serving(),
       });
@@ -230,6 +244,7 @@ export async function createApp(options: AppOptions): Promise<App> {
           await new Promise((resolve) => setTimeout(resolve, settings.shutdownDelayMs));
         }
         watcher?.close();
+        tls?.close();
         await Promise.all([
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),
@@ -240,4 +255,12 @@ export async function createApp(options: AppOptions): Promise<App> {
       return closing;
     },
   };
+}
+
+/** How the start-up line names the gRPC port's TLS mode; `undefined` for plaintext. */
+function describeTls(settings: Settings): string | undefined {
+  const tls = settings.grpcTls;
+  if (tls === undefined) return undefined;
+  if (tls.clientCaFile === undefined) return 'tls';
+  return tls.clientSan === undefined ? 'mtls' : `mtls, client SAN ${tls.clientSan}`;
 }

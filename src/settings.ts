@@ -110,6 +110,30 @@ export interface Settings {
    * serving this long before it stops accepting calls, so load balancers see the failure first.
    */
   readonly shutdownDelayMs: number;
+  /**
+   * TLS on the gRPC port (`GRPC_SERVER_USE_TLS=true` and its files, docs/operations-tls.md);
+   * `undefined` serves plaintext, as the reference does by default.
+   */
+  readonly grpcTls: GrpcTlsSettings | undefined;
+}
+
+/** TLS on the gRPC port, with the reference's variable names (docs/operations-tls.md). */
+export interface GrpcTlsSettings {
+  /** `GRPC_SERVER_TLS_CERT`: PEM file with the server certificate chain (leaf first). */
+  readonly certFile: string;
+  /** `GRPC_SERVER_TLS_KEY`: PEM file with the server's private key. */
+  readonly keyFile: string;
+  /**
+   * `GRPC_CLIENT_TLS_CACERT`: PEM file of the CA(s) client certificates must chain to. Set, it
+   * turns on mTLS: every client must present a certificate it verifies. `undefined`: no client
+   * certificate is asked for.
+   */
+  readonly clientCaFile: string | undefined;
+  /**
+   * `GRPC_CLIENT_TLS_SAN`: a DNS name (or IP address) the client certificate must carry as a
+   * subject alternative name; `undefined`: any certificate the CA verifies is accepted.
+   */
+  readonly clientSan: string | undefined;
 }
 
 /** What a call answers when the Redis store fails (`STORE_FAILURE_MODE`). */
@@ -346,6 +370,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     resetHeader: r.string('LIMIT_RESET_HEADER', 'RateLimit-Reset'),
     problemJsonEnabled: r.bool('LIMIT_PROBLEM_JSON_ENABLED', false),
     shutdownDelayMs: r.int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
+    grpcTls: grpcTlsSettings(r),
   };
 
   // A batch larger than the cap could evict its own counters while they are being charged.
@@ -391,6 +416,37 @@ function grpcServerKind(r: Reader): 'lean' | 'grpc-js' {
   if (text === 'lean' || text === 'grpc-js') return text;
   r.problems.push(`GRPC_SERVER=${JSON.stringify(text)}: expected lean or grpc-js`);
   return 'lean';
+}
+
+/**
+ * `GRPC_SERVER_USE_TLS` and its files. Only presence is checked here; the files are read (and
+ * every unreadable or invalid one reported) when the app is built (transport/tls.ts). As in the
+ * reference, the other variables are ignored while `GRPC_SERVER_USE_TLS` is false.
+ */
+function grpcTlsSettings(r: Reader): GrpcTlsSettings | undefined {
+  if (!r.bool('GRPC_SERVER_USE_TLS', false)) return undefined;
+  const certFile = r.raw('GRPC_SERVER_TLS_CERT');
+  const keyFile = r.raw('GRPC_SERVER_TLS_KEY');
+  const clientCaFile = r.raw('GRPC_CLIENT_TLS_CACERT');
+  const clientSan = r.raw('GRPC_CLIENT_TLS_SAN');
+  if (certFile === undefined) {
+    r.problems.push(
+      'GRPC_SERVER_TLS_CERT must be set when GRPC_SERVER_USE_TLS=true (a PEM file with the server certificate chain)',
+    );
+  }
+  if (keyFile === undefined) {
+    r.problems.push(
+      "GRPC_SERVER_TLS_KEY must be set when GRPC_SERVER_USE_TLS=true (a PEM file with the server certificate's private key)",
+    );
+  }
+  // The reference would start and check nothing (it asks for no client certificate without a
+  // CA); a SAN the operator asked for must not be silently unenforced.
+  if (clientSan !== undefined && clientCaFile === undefined) {
+    r.problems.push(
+      `GRPC_CLIENT_TLS_SAN=${JSON.stringify(clientSan)} needs GRPC_CLIENT_TLS_CACERT: client certificates are asked for (and their SAN checked) only when a client CA is set`,
+    );
+  }
+  return { certFile: certFile ?? '', keyFile: keyFile ?? '', clientCaFile, clientSan };
 }
 
 /** `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default) or `ietf`, case-insensitive. */

@@ -21,6 +21,11 @@ export interface StartupInfo {
   readonly listeners: Readonly<Record<string, string>>;
   /** The counter store's backend type (`BACKEND_TYPE`), never its address or credentials. */
   readonly store: string;
+  /**
+   * TLS on the gRPC port (docs/operations-tls.md): `tls`, `mtls`, or `mtls, client SAN <name>`;
+   * `undefined` (left out of the line) for plaintext.
+   */
+  readonly grpcTls?: string | undefined;
   /** Where the rules came from (`flags`, `runtime` or `bundled`, see settings.ts). */
   readonly configOrigin: string;
   /** The rules serving. */
@@ -36,6 +41,7 @@ export function logStartup(logger: Logger, info: StartupInfo): void {
   const fields = {
     version: info.version,
     ...info.listeners,
+    ...(info.grpcTls === undefined ? {} : { grpcTls: info.grpcTls }),
     store: info.store,
     config: info.configOrigin,
     domains: [...info.snapshot.domains.keys()].sort(),

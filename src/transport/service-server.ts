@@ -9,6 +9,7 @@ import { createGrpcServer } from './grpc/server.js';
 import { reflectionPackageDefinition } from './grpc/reflection.js';
 import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
+import type { ServerTls } from './tls.js';
 
 /** Which implementation serves the gRPC port. */
 export type GrpcServerKind = 'lean' | 'grpc-js';
@@ -27,6 +28,8 @@ export interface ServiceServerOptions {
    * The instance's health for grpc.health.v1.Health; `undefined`: SERVING from listen to close.
    */
   readonly health?: HealthSignal | undefined;
+  /** TLS on the port (`GRPC_SERVER_USE_TLS`, docs/operations-tls.md); `undefined`: plaintext. */
+  readonly tls?: ServerTls | undefined;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -42,7 +45,7 @@ export interface ServiceServer {
 
 /** Create the server `options.kind` names (not yet listening). */
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
-  const { kind, service, logger, maxReceiveMessageBytes, health } = options;
+  const { kind, service, logger, maxReceiveMessageBytes, health, tls } = options;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -51,8 +54,9 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         maxReceiveMessageBytes,
         health,
         reflection: createReflectionHandler(reflectionPackageDefinition()),
+        tls,
       });
     case 'grpc-js':
-      return createGrpcServer({ service, logger, maxReceiveMessageBytes, health });
+      return createGrpcServer({ service, logger, maxReceiveMessageBytes, health, tls });
   }
 }

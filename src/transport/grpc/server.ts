@@ -2,6 +2,8 @@
  * The gRPC server: RateLimitService, grpc.health.v1.Health and server reflection on one port.
  * Error-to-status mapping lives here and only here.
  */
+import { X509Certificate } from 'node:crypto';
+import type { PeerCertificate, SecureContextOptions } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
@@ -10,6 +12,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
+import type { ServerTls } from '../tls.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
 import { reflectionPackageDefinition } from './reflection.js';
@@ -30,6 +33,13 @@ export interface GrpcServerOptions {
    * `/healthcheck`); `undefined`: SERVING from listen to close.
    */
   readonly health?: HealthSignal;
+  /**
+   * Serve TLS with this material, applying each reload to new connections; with a client CA,
+   * clients must present a certificate it verifies, and with `GRPC_CLIENT_TLS_SAN` every call of
+   * a client whose certificate lacks the SAN is answered UNAUTHENTICATED
+   * (docs/operations-tls.md). `undefined` serves plaintext.
+   */
+  readonly tls?: ServerTls | undefined;
 }
 
 /** A gRPC server that can be started and stopped. */
@@ -113,38 +123,40 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     },
   });
 
+  const credentials =
+    options.tls === undefined
+      ? { value: grpc.ServerCredentials.createInsecure(), close: () => undefined }
+      : tlsCredentials(options.tls, logger);
+
   return {
     listen(host, port) {
       return new Promise((resolve, reject) => {
-        server.bindAsync(
-          formatAddress(host, port),
-          grpc.ServerCredentials.createInsecure(),
-          (err, boundPort) => {
-            if (err) {
-              reject(
-                new SluiceError(
-                  'INVALID_SETTINGS',
-                  `cannot listen on ${host}:${port} (set GRPC_HOST/GRPC_PORT or --grpc-host/--grpc-port): ${err.message}`,
-                  {
-                    cause: err,
-                  },
-                ),
-              );
-              return;
-            }
-            const setServing = (ok: boolean): void => {
-              const status = ok ? 'SERVING' : 'NOT_SERVING';
-              health.setStatus('', status);
-              health.setStatus(RLS_SERVICE_NAME, status);
-            };
-            if (options.health === undefined) setServing(true);
-            else stopHealthWatch ??= options.health.watch(setServing);
-            resolve(boundPort);
-          },
-        );
+        server.bindAsync(formatAddress(host, port), credentials.value, (err, boundPort) => {
+          if (err) {
+            reject(
+              new SluiceError(
+                'INVALID_SETTINGS',
+                `cannot listen on ${host}:${port} (set GRPC_HOST/GRPC_PORT or --grpc-host/--grpc-port): ${err.message}`,
+                {
+                  cause: err,
+                },
+              ),
+            );
+            return;
+          }
+          const setServing = (ok: boolean): void => {
+            const status = ok ? 'SERVING' : 'NOT_SERVING';
+            health.setStatus('', status);
+            health.setStatus(RLS_SERVICE_NAME, status);
+          };
+          if (options.health === undefined) setServing(true);
+          else stopHealthWatch ??= options.health.watch(setServing);
+          resolve(boundPort);
+        });
       });
     },
     close(graceMs) {
+      credentials.close();
       stopHealthWatch?.();
       health.setStatus('', 'NOT_SERVING');
       health.setStatus(RLS_SERVICE_NAME, 'NOT_SERVING');
@@ -161,6 +173,87 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
         });
       });
     },
+  };
+}
+
+/**
+ * Server credentials whose secure context follows the TLS files: grpc-js re-applies
+ * `updateSecureContextOptions` to its listening servers (`setSecureContext`, so new connections
+ * get it). `ServerCredentials.createSsl` is fixed at creation, and the experimental certificate
+ * provider credentials of grpc-js 1.14 swap their two provider arguments, hence this subclass of
+ * the public abstract class.
+ */
+class ReloadableServerCredentials extends grpc.ServerCredentials {
+  constructor(tls: ServerTls) {
+    super(
+      {
+        requestCert: tls.requireClientCertificate,
+        rejectUnauthorized: tls.requireClientCertificate,
+      },
+      tls.contextOptions(),
+    );
+  }
+
+  /** Hand new context options to every server bound with these credentials. */
+  update(options: SecureContextOptions): void {
+    this.updateSecureContextOptions(options);
+  }
+
+  override _equals(other: grpc.ServerCredentials): boolean {
+    return other === this;
+  }
+}
+
+/**
+ * TLS credentials for `bindAsync`, plus the SAN check: grpc-js gives no hook on a connection, so
+ * `GRPC_CLIENT_TLS_SAN` is enforced on every call by an interceptor bound with the credentials
+ * (UNAUTHENTICATED before the handler runs; the lean server closes the connection instead).
+ */
+function tlsCredentials(
+  tls: ServerTls,
+  logger: Logger,
+): { value: grpc.ServerCredentials; close: () => void } {
+  const reloadable = new ReloadableServerCredentials(tls);
+  const stop = tls.onChange(() => reloadable.update(tls.contextOptions()));
+  const san = tls.settings.clientSan;
+  if (san === undefined) return { value: reloadable, close: stop };
+  /** Verdicts per certificate fingerprint, so a connection's calls parse its certificate once. */
+  const verdicts = new Map<string, boolean>();
+  const allowed = (peer: PeerCertificate | undefined): boolean => {
+    if (peer?.raw === undefined) return false;
+    const known = verdicts.get(peer.fingerprint256);
+    if (known !== undefined) return known;
+    const verdict = tls.clientAllowed(new X509Certificate(peer.raw));
+    if (verdicts.size >= 1_000) verdicts.clear();
+    verdicts.set(peer.fingerprint256, verdict);
+    if (!verdict) {
+      logger.warn(
+        { subject: peer.subject, subjectAltName: peer.subjectaltname, requiredSan: san },
+        'client certificate lacks the SAN GRPC_CLIENT_TLS_SAN requires; its calls are refused',
+      );
+    }
+    return verdict;
+  };
+  const interceptor: grpc.ServerInterceptor = (_method, call) =>
+    new grpc.ServerInterceptingCall(call, {
+      start(next) {
+        next({
+          onReceiveMetadata(metadata, nextMetadata) {
+            if (allowed(call.getAuthContext().sslPeerCertificate)) {
+              nextMetadata(metadata);
+            } else {
+              call.sendStatus({
+                code: grpc.status.UNAUTHENTICATED,
+                details: `client certificate lacks the required SAN ${san}`,
+              });
+            }
+          },
+        });
+      },
+    });
+  return {
+    value: grpc.experimental.createServerCredentialsWithInterceptors(reloadable, [interceptor]),
+    close: stop,
   };
 }
 

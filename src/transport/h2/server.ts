@@ -13,6 +13,7 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import zlib from 'node:zlib';
 import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
@@ -21,6 +22,7 @@ import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { RLS_SERVICE_NAME } from '../grpc/proto.js';
 import { GrpcStatus, toCallError, type GrpcStatusCode } from '../status.js';
+import type { ServerTls } from '../tls.js';
 import {
   DecodeError,
   SERVING_STATUS,
@@ -73,6 +75,12 @@ export interface LeanServerOptions {
   readonly maxConnectionAgeMs?: number;
   /** Then cancel what is still open on it after this, ms (default 1 h, as the reference). */
   readonly maxConnectionAgeGraceMs?: number;
+  /**
+   * Serve TLS (ALPN `h2`) with this material, applying each reload to new connections, asking
+   * for client certificates when it has a client CA and closing connections whose certificate
+   * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
+   */
+  readonly tls?: ServerTls | undefined;
 }
 
 /** A gRPC server that can be started and stopped (the lean and the grpc-js server alike). */
@@ -93,7 +101,7 @@ const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
 /** Request compression the server accepts, in the form `grpc-accept-encoding` lists them. */
 export const ACCEPT_ENCODING = 'identity,deflate,gzip';
 
-const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR, NGHTTP2_INADEQUATE_SECURITY } = http2.constants;
 /** How long the first GOAWAY's PING may go unanswered before the final GOAWAY, ms. */
 const GOAWAY_PING_TIMEOUT_MS = 1_000;
 /** Largest stream id: the first GOAWAY of a graceful close promises to take every stream. */
@@ -160,7 +168,7 @@ type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
 
 /** Create the lean server (not yet listening). */
 export function createLeanServer(options: LeanServerOptions): LeanServer {
-  const { service, logger, maxReceiveMessageBytes, health, reflection } = options;
+  const { service, logger, maxReceiveMessageBytes, health, reflection, tls } = options;
   const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
   const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
   const idleTimeoutMs = options.idleTimeoutMs ?? 0;
@@ -176,11 +184,30 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   const reflectionPaths = new Set(reflection?.paths ?? []);
   const serving = (): boolean => listening && !closing && (health?.serving() ?? true);
 
-  const server = http2.createServer({
-    // Node's default caps a session's buffered memory at 10 MB; a full window of large messages on
-    // many streams can need more, and the receive limit already bounds each message.
-    maxSessionMemory: 64,
-  });
+  // Node's default caps a session's buffered memory at 10 MB; a full window of large messages on
+  // many streams can need more, and the receive limit already bounds each message.
+  const maxSessionMemory = 64;
+  const server: http2.Http2Server | http2.Http2SecureServer =
+    tls === undefined
+      ? http2.createServer({ maxSessionMemory })
+      : http2.createSecureServer({
+          ...tls.contextOptions(),
+          // ALPN h2 only: a client that cannot speak HTTP/2 over TLS is refused.
+          allowHTTP1: false,
+          requestCert: tls.requireClientCertificate,
+          rejectUnauthorized: tls.requireClientCertificate,
+          maxSessionMemory,
+        });
+  /** Stops applying TLS reloads (at close). */
+  let stopTlsReload: (() => void) | undefined;
+  if (tls !== undefined) {
+    const secure = server as http2.Http2SecureServer;
+    // New connections get the new context; open ones keep the one they shook hands with.
+    stopTlsReload = tls.onChange(() => secure.setSecureContext(tls.contextOptions()));
+    secure.on('tlsClientError', (err: Error) =>
+      logger.debug({ err }, 'TLS handshake failed (e.g. no or untrusted client certificate)'),
+    );
+  }
   server.on('session', onSession);
   server.on('stream', onStream);
   // Errors of one connection or stream concern that peer only; the server keeps serving.
@@ -189,6 +216,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   // ---- connections -----------------------------------------------------------------------
 
   function onSession(session: http2.ServerHttp2Session): void {
+    if (tls !== undefined && !clientAllowed(tls, session)) return;
     sessions.add(session);
     const timers: NodeJS.Timeout[] = [];
     if (closing) {
@@ -224,6 +252,28 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       sessions.delete(session);
       for (const timer of timers) clearTimeout(timer);
     });
+  }
+
+  /**
+   * `GRPC_CLIENT_TLS_SAN`: a client whose certificate lacks the SAN is closed before any stream
+   * (GOAWAY INADEQUATE_SECURITY), as the reference fails its handshake.
+   */
+  function clientAllowed(serverTls: ServerTls, session: http2.ServerHttp2Session): boolean {
+    if (serverTls.settings.clientSan === undefined) return true;
+    const socket = session.socket as TLSSocket;
+    const certificate = socket.getPeerX509Certificate();
+    if (serverTls.clientAllowed(certificate)) return true;
+    logger.warn(
+      {
+        remoteAddress: socket.remoteAddress,
+        subject: certificate?.subject,
+        subjectAltName: certificate?.subjectAltName,
+        requiredSan: serverTls.settings.clientSan,
+      },
+      'client certificate lacks the SAN GRPC_CLIENT_TLS_SAN requires; connection closed',
+    );
+    session.destroy(undefined, NGHTTP2_INADEQUATE_SECURITY);
+    return false;
   }
 
   /**
@@ -630,6 +680,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     },
     close(graceMs) {
       closing = true;
+      stopTlsReload?.();
       for (const check of [...watchers]) check();
       return new Promise<void>((resolve) => {
         if (!listening) {
