@@ -44,6 +44,7 @@ domains otherwise. Reads MERGE_DOMAIN_CONFIG.
 
 const QUERY_HELP = `Usage: sluice query [--addr HOST:PORT] --domain DOMAIN --descriptor k=v[,k2=v2]...
                     [--descriptor ...] [--hits N | --check] [--timeout-ms MS]
+                    [--tls] [--cacert FILE] [--cert FILE --key FILE] [--server-name NAME]
 
 Send one ShouldRateLimit to a running sluice (or any RLS server) and print the answer.
 Exit status: 0 when the overall code is OK, 2 when it is OVER_LIMIT, 1 on any error.
@@ -56,6 +57,15 @@ Exit status: 0 when the overall code is OK, 2 when it is OVER_LIMIT, 1 on any er
   --check             count nothing: send hits_addend 0 on every descriptor and show the
                       counters as they are
   --timeout-ms MS     deadline (default 5000)
+  --tls               connect with TLS (GRPC_SERVER_USE_TLS on the server); implied by the
+                      four options below. The server certificate is verified against the
+                      system's CAs unless --cacert is given
+  --cacert FILE       PEM CA certificate(s) that verify the server's certificate
+  --cert FILE         PEM client certificate, for a server that requires one (mTLS,
+                      GRPC_CLIENT_TLS_CACERT); needs --key
+  --key FILE          PEM private key of --cert (unencrypted)
+  --server-name NAME  name the server's certificate must carry, also sent as SNI and
+                      :authority (default: the host of --addr)
   -h, --help          show this help
 `;
 
@@ -251,6 +261,11 @@ async function query(args: string[]): Promise<number> {
     hits: { type: 'string' },
     check: { type: 'boolean', default: false },
     'timeout-ms': { type: 'string', default: '5000' },
+    tls: { type: 'boolean', default: false },
+    cacert: { type: 'string' },
+    cert: { type: 'string' },
+    key: { type: 'string' },
+    'server-name': { type: 'string' },
   });
   if (values.help) {
     process.stdout.write(QUERY_HELP);
@@ -275,6 +290,18 @@ async function query(args: string[]): Promise<number> {
       `--timeout-ms ${JSON.stringify(values['timeout-ms'])}: expected a positive integer`,
     );
   }
+  if ((values.cert === undefined) !== (values.key === undefined)) {
+    problems.push('give --cert and --key together (a client certificate and its private key)');
+  }
+  for (const flag of ['cacert', 'cert', 'key', 'server-name'] as const) {
+    if (values[flag] === '') problems.push(`--${flag} needs a value`);
+  }
+  const useTls =
+    values.tls ||
+    values.cacert !== undefined ||
+    values.cert !== undefined ||
+    values.key !== undefined ||
+    values['server-name'] !== undefined;
   if (problems.length > 0) throw new UsageError('query', problems.join('\n'));
   const options = {
     addr: values.addr,
@@ -283,6 +310,14 @@ async function query(args: string[]): Promise<number> {
     hits,
     check: values.check,
     timeoutMs,
+    tls: useTls
+      ? {
+          caFile: values.cacert,
+          certFile: values.cert,
+          keyFile: values.key,
+          serverName: values['server-name'],
+        }
+      : undefined,
   };
   const response = await sendQuery(options);
   process.stdout.write(`${formatResponse(response, options)}\n`);

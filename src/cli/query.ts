@@ -1,6 +1,7 @@
 /**
  * `sluice query`: a first-five-minutes client. Sends one ShouldRateLimit and prints the answer.
  */
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { SluiceError } from '../errors.js';
 import { rlsClientConstructor } from '../transport/grpc/proto.js';
@@ -25,6 +26,58 @@ export interface QueryOptions {
   readonly check: boolean;
   /** Deadline, ms. */
   readonly timeoutMs: number;
+  /** Connect with TLS (`--tls` and its files); `undefined`: plaintext. */
+  readonly tls?: QueryTlsOptions | undefined;
+}
+
+/** How `sluice query` connects to a TLS server (docs/operations-tls.md). */
+export interface QueryTlsOptions {
+  /** `--cacert`: PEM CA bundle that verifies the server; `undefined`: the system's CAs. */
+  readonly caFile?: string | undefined;
+  /** `--cert`: PEM client certificate (mTLS); given together with `keyFile`. */
+  readonly certFile?: string | undefined;
+  /** `--key`: PEM private key of `certFile`. */
+  readonly keyFile?: string | undefined;
+  /**
+   * `--server-name`: the name the server certificate must carry (also sent as SNI and
+   * `:authority`); `undefined`: the host of the address.
+   */
+  readonly serverName?: string | undefined;
+}
+
+/**
+ * Channel credentials and options for `tls`: plaintext when `undefined`. Throws SluiceError
+ * INVALID_SETTINGS naming the flag of a file that cannot be read.
+ */
+export function queryChannel(tls: QueryTlsOptions | undefined): {
+  credentials: grpc.ChannelCredentials;
+  options: grpc.ChannelOptions;
+} {
+  if (tls === undefined) return { credentials: grpc.credentials.createInsecure(), options: {} };
+  const problems: string[] = [];
+  const read = (flag: string, file: string | undefined): Buffer | null => {
+    if (file === undefined) return null;
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      problems.push(
+        `${flag} ${JSON.stringify(file)}: cannot read the file: ${(error as Error).message}`,
+      );
+      return null;
+    }
+  };
+  const ca = read('--cacert', tls.caFile);
+  const cert = read('--cert', tls.certFile);
+  const key = read('--key', tls.keyFile);
+  if (problems.length > 0) throw new SluiceError('INVALID_SETTINGS', problems.join('\n'));
+  const options: grpc.ChannelOptions =
+    tls.serverName === undefined
+      ? {}
+      : {
+          'grpc.ssl_target_name_override': tls.serverName,
+          'grpc.default_authority': tls.serverName,
+        };
+  return { credentials: grpc.credentials.createSsl(ca, key, cert), options };
 }
 
 /**
@@ -138,7 +191,11 @@ export function formatResponse(
 /** Send the query; resolves to the decoded response. */
 export function sendQuery(options: QueryOptions): Promise<WireResponse> {
   const Client = rlsClientConstructor();
-  const client = new Client(options.addr, grpc.credentials.createInsecure());
+  const channel = queryChannel(options.tls);
+  // grpc-js sends an IP address of --addr as the TLS server name, for which Node prints a
+  // deprecation warning (DEP0123) that says nothing to the user of this one-shot command.
+  if (options.tls !== undefined) process.noDeprecation = true;
+  const client = new Client(options.addr, channel.credentials, channel.options);
   const request = {
     domain: options.domain,
     descriptors: options.descriptors.map((entries) => ({
