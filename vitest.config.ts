@@ -19,6 +19,7 @@ const GRPC_INTEGRATION = [
   'concurrency',
   'http-health',
   'algorithms-grpc',
+  'tls',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
@@ -30,6 +31,17 @@ export default defineConfig({
           name: 'contract',
           include: ['test/contract/**/*.test.ts'],
           testTimeout: 30_000,
+        },
+      },
+      // Fuzzing (test/fuzz/): fast-check with a fixed seed and a bounded number of runs;
+      // `npm run test:fuzz:long` scales the runs (docs/testing.md, "Fuzzing").
+      {
+        test: {
+          name: 'fuzz',
+          include: ['test/fuzz/**/*.test.ts'],
+          env: { GRPC_SERVER: 'lean' },
+          testTimeout: 60_000,
+          hookTimeout: 30_000,
         },
       },
       {

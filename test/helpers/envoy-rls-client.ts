@@ -63,12 +63,19 @@ export interface EnvoyRlsClient {
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
-/** Connect to `address` (host:port) with a client built from Envoy's protos. */
-export function createEnvoyRlsClient(address: string): EnvoyRlsClient {
+/**
+ * Connect to `address` (host:port) with a client built from Envoy's protos; plaintext unless
+ * `credentials` are given (TLS tests), with `channelOptions` passed to grpc-js.
+ */
+export function createEnvoyRlsClient(
+  address: string,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  channelOptions: grpc.ChannelOptions = {},
+): EnvoyRlsClient {
   const pkg = loadEnvoyRls();
   const def = pkg['envoy.service.ratelimit.v3.RateLimitService'] as grpc.ServiceDefinition;
   const method = def.ShouldRateLimit!;
-  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+  const client = new grpc.Client(address, credentials, channelOptions);
   const call = (
     serialize: (value: any) => Buffer,
     request: unknown,
