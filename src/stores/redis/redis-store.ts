@@ -290,10 +290,11 @@ class RedisStore implements CounterStore {
     const now = Math.floor(this.clock());
     let cached = 0;
     let waits: number[] | undefined;
+    const cumulative = cumulativeHits(specs);
     for (let i = 0; i < specs.length; i++) {
       const spec = specs[i]!;
       if (spec.mode !== 'enforced' || !(spec.hits > 0)) continue;
-      const waitMs = cache.overLimitForMs(spec.key, cumulativeHits(specs, i), spec.limit, now);
+      const waitMs = cache.overLimitForMs(spec.key, cumulative[i]!, spec.limit, now);
       if (waitMs > 0) {
         (waits ??= new Array<number>(specs.length).fill(0))[i] = waitMs;
         cached++;
@@ -331,12 +332,13 @@ class RedisStore implements CounterStore {
   /** Cache the enforced specs a rejected batch found over limit, until they would fit. */
   private remember(specs: readonly CounterSpec[], batch: BatchResult): void {
     const now = Math.floor(this.clock());
+    const cumulative = cumulativeHits(specs);
     for (let i = 0; i < specs.length; i++) {
       const spec = specs[i]!;
       const result = batch.results[i]!;
       if (spec.mode !== 'enforced' || !result.overLimit || !(spec.hits > 0)) continue;
       if (result.resetMs <= 0) continue;
-      this.cache!.remember(spec.key, cumulativeHits(specs, i), spec.limit, now + result.resetMs);
+      this.cache!.remember(spec.key, cumulative[i]!, spec.limit, now + result.resetMs);
     }
   }
 
@@ -436,12 +438,21 @@ class RedisStore implements CounterStore {
   }
 }
 
-/** Hits of spec `i` plus those of the earlier specs on its key (the script's cumulative check). */
-function cumulativeHits(specs: readonly CounterSpec[], i: number): number {
-  const key = specs[i]!.key;
-  let hits = 0;
-  for (let j = 0; j <= i; j++) if (specs[j]!.key === key) hits += specs[j]!.hits;
-  return hits;
+/**
+ * For each spec, its hits plus those of the earlier specs on its key (the script's cumulative
+ * check), in one pass: a scan per spec would be quadratic in the batch, and
+ * MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors.
+ */
+function cumulativeHits(specs: readonly CounterSpec[]): number[] {
+  const out = new Array<number>(specs.length);
+  const byKey = new Map<string, number>();
+  for (let i = 0; i < specs.length; i++) {
+    const spec = specs[i]!;
+    const hits = (byKey.get(spec.key) ?? 0) + spec.hits;
+    byKey.set(spec.key, hits);
+    out[i] = hits;
+  }
+  return out;
 }
 
 /** Decode the script's reply for `count` specs. */
