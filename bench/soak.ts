@@ -51,8 +51,13 @@ export interface SoakOptions {
   readonly fraction: number;
   /** One slice (one h2load run, one sample), s (`--slice-seconds`, default 10). */
   readonly sliceSeconds: number;
-  /** Length of the maximum measurement, s (after 3 s of warm-up) (`--max-seconds`, default 10). */
+  /**
+   * One window of the maximum measurement, s (`--max-seconds`, default 10); the maximum is the
+   * best of three windows after 3 s of warm-up.
+   */
   readonly maxSeconds: number;
+  /** Use this as the maximum instead of measuring it, calls/s (`--rate`). */
+  readonly rate: number | undefined;
   /** Churn requests per second, each with new keys (`--churn-rps`, default 200). */
   readonly churnRps: number;
   /** `MEMORY_MAX_KEYS` of the server (`--max-keys`, default 100000). */
@@ -106,7 +111,7 @@ export interface SoakResult {
   readonly date: string;
   readonly machine: string[];
   readonly options: SoakOptions;
-  /** The measured maximum, calls/s. */
+  /** The measured maximum (or `--rate`), calls/s. */
   readonly maxCallsPerSec: number;
   /** Failed calls during the maximum measurement. */
   readonly maxFailed: number;
@@ -124,13 +129,6 @@ function killChildren(): void {
   for (const child of children) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
-}
-process.once('exit', killChildren);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    killChildren();
-    process.exit(130);
-  });
 }
 
 const t0 = performance.now();
@@ -150,6 +148,7 @@ function parseOptions(argv: string[]): SoakOptions {
       'churn-rps': { type: 'string', default: '200' },
       'max-keys': { type: 'string', default: '100000' },
       'warmup-minutes': { type: 'string' },
+      rate: { type: 'string' },
     },
     strict: true,
   });
@@ -166,6 +165,7 @@ function parseOptions(argv: string[]): SoakOptions {
     fraction: num('fraction', values.fraction, 0.01, 1),
     sliceSeconds: num('slice-seconds', values['slice-seconds'], 1, 600),
     maxSeconds: num('max-seconds', values['max-seconds'], 1, 600),
+    rate: values.rate === undefined ? undefined : num('rate', values.rate, 1, 10_000_000),
     churnRps: num('churn-rps', values['churn-rps'], 0, 100_000),
     maxKeys: num('max-keys', values['max-keys'], 1_000, 1_000_000_000),
     warmupMinutes:
@@ -639,6 +639,13 @@ export function renderSoakChart(result: SoakResult): string {
 }
 
 async function main(): Promise<void> {
+  process.once('exit', killChildren);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      killChildren();
+      process.exit(130);
+    });
+  }
   const options = parseOptions(process.argv.slice(2));
   if (spawnSync('h2load', ['--version']).status !== 0) {
     throw new Error('h2load is missing (Debian: apt-get install nghttp2-client)');
@@ -664,11 +671,25 @@ async function main(): Promise<void> {
     await fs.writeFile(frameFile, frameFor(sluice, 0));
     progress('warm-up 3 s, then the maximum at 4x32');
     await h2load(server.grpcPort, frameFile, 3, undefined, undefined);
-    const max = await h2load(server.grpcPort, frameFile, options.maxSeconds, undefined, undefined);
-    const maxCallsPerSec = max.done / max.seconds;
+    // The best of three windows: on a shared machine one window can land on someone else's burst.
+    let max = { done: 0, succeeded: 0, seconds: 1 };
+    let maxFailed = 0;
+    for (let w = 0; w < 3; w++) {
+      const run = await h2load(
+        server.grpcPort,
+        frameFile,
+        options.maxSeconds,
+        undefined,
+        undefined,
+      );
+      maxFailed += run.done - run.succeeded;
+      if (run.done / run.seconds > max.done / max.seconds) max = run;
+    }
+    const maxCallsPerSec = options.rate ?? max.done / max.seconds;
     const offered = maxCallsPerSec * options.fraction;
     progress(
-      `maximum ${si(maxCallsPerSec)} calls/s (${max.done - max.succeeded} failed); ` +
+      `maximum ${si(maxCallsPerSec)} calls/s${options.rate === undefined ? '' : ' (--rate)'} ` +
+        `(${maxFailed} failed); ` +
         `soak at ${si(offered)} calls/s + churn ${options.churnRps}/s for ${options.minutes} min`,
     );
 
@@ -746,7 +767,7 @@ async function main(): Promise<void> {
       machine,
       options,
       maxCallsPerSec,
-      maxFailed: max.done - max.succeeded,
+      maxFailed,
       samples,
       verdict,
     };
