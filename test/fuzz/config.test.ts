@@ -49,7 +49,7 @@ async function checkLoad(file: string, content: string): Promise<'valid' | 'inva
     outcome = 'valid';
   } catch (error) {
     if (!(error instanceof ConfigError)) {
-      throw new Error(`not a ConfigError: ${String(error)}\n${(error as Error).stack}`);
+      throw new Error(`not a ConfigError: ${String(error)}`, { cause: error });
     }
     expect(error.problems.length).toBeGreaterThan(0);
     for (const problem of error.problems) {

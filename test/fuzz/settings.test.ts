@@ -113,7 +113,7 @@ const envArb = fc
       maxKeys: 2,
     }),
   )
-  .map(([known, unknown]) => ({ ...unknown, ...known }) as Record<string, string>);
+  .map(([known, unknown]): Record<string, string> => ({ ...unknown, ...known }));
 
 const flagsArb: fc.Arbitrary<SettingFlags> = fc.record(
   {
@@ -143,7 +143,7 @@ function checkSettingsOutcome(
     settings = run();
   } catch (error) {
     if (!(error instanceof SluiceError)) {
-      throw new Error(`not a SluiceError: ${String(error)}\n${(error as Error).stack}`);
+      throw new Error(`not a SluiceError: ${String(error)}`, { cause: error });
     }
     expect(error.code).toBe('INVALID_SETTINGS');
     const [title, ...problems] = error.message.split('\n');
@@ -152,7 +152,7 @@ function checkSettingsOutcome(
     for (const problem of problems) {
       expect(problem).toMatch(/^ {2}- \S/);
       const named = [...NAMES, ...FLAGS].some((name) => problem.includes(name));
-      if (!named) throw new Error(`a problem that names no variable: ${problem}`);
+      expect(named, `a problem that names no variable: ${problem}`).toBe(true);
       expect(problem).not.toMatch(CRASH);
     }
     const secretElsewhere = Object.entries(env).some(
