@@ -3,16 +3,21 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * The tests `npm run test:mutation` (StrykerJS, stryker.config.json) runs against each mutant: the
- * unit tier and the counter store contract (memory, and Redis on a real `redis-server` when one is
- * installed). Only fast tiers: the integration and e2e tiers run dist/, not the mutated sources.
+ * unit tier, the counter store contract and the Redis store's own cases (on a real `redis-server`
+ * when one is installed). Only fast tiers: the integration and e2e tiers run dist/, not the mutated sources.
  * See docs/testing.md, "Mutation testing".
  */
 export default defineConfig({
   test: {
     root: fileURLToPath(new URL('..', import.meta.url)),
-    include: ['test/unit/**/*.test.ts', 'test/contract/store-contract.test.ts'],
+    include: [
+      'test/unit/**/*.test.ts',
+      'test/contract/store-contract.test.ts',
+      'test/contract/redis-store.test.ts',
+    ],
     // A tenth of the seeded property runs: each mutant they cover costs ~1 s instead of ~15 s.
     env: { SLUICE_PROPERTY_SCALE: '0.1' },
+    isolate: false,
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },

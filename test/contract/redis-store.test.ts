@@ -1,0 +1,437 @@
+/**
+ * What the Redis store does beyond the counter store contract (store-contract.test.ts), on a real
+ * `redis-server`: the local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), the per-second client
+ * (`REDIS_PERSECOND`), key names and TTLs (docs/semantics.md §6), and failures (not connected,
+ * a server that stops answering, the PING probe that trusts it again). Decisions use a manual
+ * clock passed to the script, as in the contract; the failure cases use real time, bounded.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createManualClock, type ManualClock } from '../../src/clock.js';
+import { SluiceError } from '../../src/errors.js';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import { hashTagOf } from '../../src/stores/redis/keys.js';
+import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
+import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import {
+  adminClient,
+  commandCalls,
+  requireRedis,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
+
+/** A minute boundary, so fixed windows start at T0. */
+const T0 = 1_699_999_980_000;
+const MINUTE = 60_000;
+
+const requirement = requireRedis('redis store behaviour');
+const group = useProcessGroup();
+let server: RedisServer | undefined;
+let admin: Redis | undefined;
+const open: CounterStore[] = [];
+
+beforeAll(async () => {
+  if (requirement.skip) return;
+  server = await startRedis(group);
+  admin = adminClient(server.port);
+});
+
+afterAll(async () => {
+  await Promise.all(open.splice(0).map((store) => store.close()));
+  admin?.disconnect();
+  await group.stopAll();
+});
+
+function spec(
+  key: string,
+  hits: number,
+  limit: number,
+  more: Partial<CounterSpec> = {},
+): CounterSpec {
+  return {
+    key,
+    algorithm: 'fixed_window',
+    limit,
+    windowMs: MINUTE,
+    burst: limit,
+    hits,
+    mode: 'enforced',
+    ...more,
+  };
+}
+
+/** What the store reports to its metrics sink, in order. */
+function recordingMetrics(): StoreMetricsSink & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
+    storeError: (kind) => void events.push(`error:${kind}`),
+    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
+    fallback: (policy) => void events.push(`fallback:${policy}`),
+  };
+}
+
+interface Harness {
+  readonly clock: ManualClock;
+  readonly store: CounterStore;
+  readonly prefix: string;
+  readonly metrics: ReturnType<typeof recordingMetrics>;
+}
+
+async function make(
+  options: { localCacheBytes?: number; perSecondClient?: RedisClient } = {},
+): Promise<Harness> {
+  const clock = createManualClock(T0);
+  const prefix = `rs-${randomUUID()}:`;
+  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+  const metrics = recordingMetrics();
+  const store = createRedisStore({
+    client,
+    perSecondClient: options.perSecondClient,
+    keyPrefix: prefix,
+    timeoutMs: 5_000,
+    localCacheBytes: options.localCacheBytes,
+    clock: clock.now,
+    scriptClock: clock.now,
+    ttlGraceMs: 3_600_000,
+    metrics,
+  });
+  open.push(store);
+  await client.ping();
+  return { clock, store, prefix, metrics };
+}
+
+/** Calls of the apply script since the server started. */
+async function scriptCalls(): Promise<number> {
+  const calls = await commandCalls(admin!);
+  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
+}
+
+describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
+  it('answers a known over-limit counter from memory, with the exact wait, until its reset', async () => {
+    const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
+    expect((await store.apply([spec('a', 2, 2)])).admitted).toBe(true);
+    clock.advance(10_000);
+    const refused = await store.apply([spec('a', 1, 2)]);
+    expect(refused).toEqual({
+      admitted: false,
+      results: [{ overLimit: true, remaining: 0, resetMs: 50_000 }],
+    });
+    expect(metrics.events).toEqual([]);
+
+    clock.advance(5_000);
+    const before = await scriptCalls();
+    const cached = await store.apply([spec('a', 1, 2)]);
+    expect(cached).toEqual({
+      admitted: false,
+      results: [{ overLimit: true, remaining: 0, resetMs: 45_000, fromLocalCache: true }],
+    });
+    expect(await scriptCalls()).toBe(before);
+    expect(metrics.events).toEqual(['cache:1']);
+
+    // One millisecond before the reset it is still cached; at the reset Redis decides again.
+    clock.advance(44_999);
+    expect((await store.apply([spec('a', 1, 2)])).results[0]).toEqual({
+      overLimit: true,
+      remaining: 0,
+      resetMs: 1,
+      fromLocalCache: true,
+    });
+    clock.advance(1);
+    const after = await store.apply([spec('a', 1, 2)]);
+    expect(after).toEqual({
+      admitted: true,
+      results: [{ overLimit: false, remaining: 1, resetMs: MINUTE }],
+    });
+    expect(await scriptCalls()).toBe(before + 1);
+  });
+
+  it('asks Redis for a check-only call, another limit, or a shadow or quota counter', async () => {
+    const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
+    await store.apply([spec('a', 2, 2)]);
+    await store.apply([spec('a', 1, 2)]); // refused and remembered
+    clock.advance(1_000);
+    const before = await scriptCalls();
+    expect((await store.apply([spec('a', 0, 2)])).results[0]).toEqual({
+      overLimit: false,
+      remaining: 0,
+      resetMs: 59_000,
+    });
+    // Under another limit (a reload) the cached entry says nothing.
+    expect((await store.apply([spec('a', 1, 3)])).results[0]).toEqual({
+      overLimit: false,
+      remaining: 0,
+      resetMs: 59_000,
+    });
+    expect(
+      (await store.apply([spec('a', 1, 2, { mode: 'shadow' })])).results[0]!.fromLocalCache,
+    ).toBeUndefined();
+    expect(
+      (await store.apply([spec('a', 1, 2, { mode: 'quota' })])).results[0]!.fromLocalCache,
+    ).toBeUndefined();
+    expect(await scriptCalls()).toBe(before + 4);
+    expect(metrics.events).toEqual([]);
+  });
+
+  it('remembers only enforced counters a rejection found over limit, not the others', async () => {
+    const { clock, store } = await make({ localCacheBytes: 10_000 });
+    await store.apply([spec('full', 1, 1)]);
+    // `full` rejects the batch; `room` had room and `shadow` never rejects: neither is cached.
+    const refused = await store.apply([
+      spec('full', 1, 1),
+      spec('room', 1, 5),
+      spec('shadow', 9, 1, { mode: 'shadow' }),
+    ]);
+    expect(refused.admitted).toBe(false);
+    expect(refused.results.map((r) => r.overLimit)).toEqual([true, false, true]);
+    clock.advance(1);
+    const before = await scriptCalls();
+    const again = await store.apply([spec('room', 1, 5)]);
+    expect(again).toEqual({
+      admitted: true,
+      results: [{ overLimit: false, remaining: 4, resetMs: MINUTE - 1 }],
+    });
+    const shadow = await store.apply([spec('shadow', 9, 1, { mode: 'shadow' })]);
+    expect(shadow.results[0]!.fromLocalCache).toBeUndefined();
+    expect(await scriptCalls()).toBe(before + 2);
+  });
+
+  it('a batch with one cached counter charges nothing and still reports the others exactly', async () => {
+    const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
+    await store.apply([spec('a', 1, 1)]);
+    await store.apply([spec('a', 1, 1)]); // remembered
+    clock.advance(2_000);
+    const before = await scriptCalls();
+    const batch = await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
+    // A refused batch reports the room the others have now (nothing was charged).
+    expect(batch).toEqual({
+      admitted: false,
+      results: [
+        { overLimit: false, remaining: 5, resetMs: 58_000 },
+        { overLimit: true, remaining: 0, resetMs: 58_000, fromLocalCache: true },
+        { overLimit: false, remaining: 3, resetMs: 58_000 },
+      ],
+    });
+    // One dry script call; `b` and `c` were not charged.
+    expect(await scriptCalls()).toBe(before + 1);
+    expect(metrics.events).toEqual(['cache:1']);
+    const peek = await store.apply([spec('b', 1, 5), spec('c', 2, 3)]);
+    expect(peek.results.map((r) => r.remaining)).toEqual([4, 1]);
+
+    // The same batch without a cache gets the same answer from Redis.
+    const plain = await make();
+    await plain.store.apply([spec('a', 1, 1)]);
+    plain.clock.advance(2_000);
+    const uncached = await plain.store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
+    expect(uncached.results).toEqual(batch.results.map(({ fromLocalCache: _, ...rest }) => rest));
+  });
+
+  it('checks the cumulative hits of a key that appears twice in one batch', async () => {
+    const { store } = await make({ localCacheBytes: 10_000 });
+    await store.apply([spec('a', 2, 3)]);
+    // 2 + 1 + 1 > 3: the second spec is refused for cumulative hits 2 and is cached as such.
+    const refused = await store.apply([spec('a', 1, 3), spec('a', 1, 3)]);
+    expect(refused.admitted).toBe(false);
+    expect(refused.results.map((r) => r.overLimit)).toEqual([false, true]);
+    // One hit alone still fits: the cache must not answer for it.
+    const one = await store.apply([spec('a', 1, 3)]);
+    expect(one).toEqual({
+      admitted: true,
+      results: [{ overLimit: false, remaining: 0, resetMs: MINUTE }],
+    });
+    // Now two more never fit, and the second of them is answered from the cache.
+    const cachedPair = await store.apply([spec('a', 1, 3), spec('a', 1, 3)]);
+    expect(cachedPair.results.map((r) => r.overLimit)).toEqual([true, true]);
+  });
+
+  it('without a budget there is no cache: every call asks Redis', async () => {
+    const { store, metrics } = await make({ localCacheBytes: 0 });
+    await store.apply([spec('a', 1, 1)]);
+    await store.apply([spec('a', 1, 1)]);
+    const before = await scriptCalls();
+    const third = await store.apply([spec('a', 1, 1)]);
+    expect(third.results[0]!.fromLocalCache).toBeUndefined();
+    expect(await scriptCalls()).toBe(before + 1);
+    expect(metrics.events).toEqual([]);
+  });
+});
+
+describe.skipIf(requirement.skip)('redis store: keys, the per-second client and requests', () => {
+  it('names keys prefix{tag}counterKey with a TTL, and answers an empty batch without Redis', async () => {
+    const { store, prefix } = await make();
+    const before = await scriptCalls();
+    await expect(store.apply([])).resolves.toEqual({ admitted: true, results: [] });
+    expect(await scriptCalls()).toBe(before);
+    await store.apply([spec('fw|60000|edge|user=a', 1, 5)]);
+    const keys = await admin!.keys(`${prefix}*`);
+    expect(keys).toEqual([`${prefix}{${hashTagOf('fw|60000|edge|user=a')}}fw|60000|edge|user=a`]);
+    const ttl = await admin!.pttl(keys[0]!);
+    expect(ttl).toBeGreaterThan(3_600_000);
+    expect(ttl).toBeLessThanOrEqual(3_600_000 + MINUTE);
+    // Counters live in Redis: the store holds none itself.
+    expect(store.size()).toBe(0);
+    expect(store.healthy()).toBe(true);
+  });
+
+  it('sends windows shorter than a minute to the per-second client, the rest to the main one', async () => {
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const { store, prefix } = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    const batch = await store.apply([
+      spec('second', 1, 5, { windowMs: 1_000 }),
+      spec('almost', 1, 5, { windowMs: MINUTE - 1 }),
+      spec('minute', 1, 5, { windowMs: MINUTE }),
+      spec('hour', 2, 5, { windowMs: 60 * MINUTE }),
+    ]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results.map((r) => r.remaining)).toEqual([4, 4, 4, 3]);
+    const db1 = adminClient(server!.port);
+    try {
+      await db1.select(1);
+      const names = (keys: string[]) => keys.map((k) => k.slice(k.indexOf('}') + 1)).sort();
+      expect(names(await db1.keys(`${prefix}*`))).toEqual(['almost', 'second']);
+      expect(names(await admin!.keys(`${prefix}*`))).toEqual(['hour', 'minute']);
+    } finally {
+      db1.disconnect();
+    }
+  });
+
+  it('a rejection on one client charges its group only; the batch is refused', async () => {
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const { store } = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    await store.apply([spec('s', 1, 1, { windowMs: 1_000 })]);
+    const batch = await store.apply([
+      spec('s', 1, 1, { windowMs: 1_000 }),
+      spec('m', 1, 5, { windowMs: MINUTE }),
+    ]);
+    expect(batch.admitted).toBe(false);
+    expect(batch.results.map((r) => r.overLimit)).toEqual([true, false]);
+    expect(batch.results[1]!.remaining).toBe(4);
+  });
+});
+
+describe.skipIf(requirement.skip)('redis store: failures', () => {
+  it('fails at once with STORE_UNAVAILABLE while not connected, and is unhealthy', async () => {
+    const port = await freePort();
+    const client = new Redis({
+      port,
+      host: '127.0.0.1',
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 1_000,
+    });
+    client.on('error', () => undefined);
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 'x:', timeoutMs: 500, metrics });
+    try {
+      expect(store.healthy()).toBe(false);
+      const started = Date.now();
+      const error = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(400);
+      expect(error).toBeInstanceOf(SluiceError);
+      expect(error).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis is not connected',
+      });
+      expect(metrics.events).toContain('error:unavailable');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a server that stops answering: the call times out, later calls fail fast, a probe brings it back', async () => {
+    const paused = await startRedis(group);
+    const client = new Redis({ port: paused.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 'p:', timeoutMs: 300, metrics });
+    try {
+      await client.ping();
+      await waitFor('store healthy', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 20 });
+      expect((await store.apply([spec('a', 1, 5)])).admitted).toBe(true);
+
+      paused.proc.child.kill('SIGSTOP');
+      const started = Date.now();
+      const timedOut = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
+      const took = Date.now() - started;
+      expect(took).toBeGreaterThanOrEqual(250);
+      expect(took).toBeLessThan(3_000);
+      expect(timedOut).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect((timedOut as Error).message).toMatch(/^redis: .*(within 300ms|timed out)/i);
+      expect(metrics.events).toEqual(['error:timeout', 'error:stalled']);
+      expect(store.healthy()).toBe(false);
+
+      const fast = Date.now();
+      const failedFast = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
+      expect(Date.now() - fast).toBeLessThan(200);
+      expect(failedFast).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis is not answering (waiting for a probe)',
+      });
+      expect(metrics.events.at(-1)).toBe('error:unavailable');
+
+      paused.proc.child.kill('SIGCONT');
+      await waitFor('probe answered', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 20 });
+      const back = await store.apply([spec('b', 1, 5)]);
+      expect(back.admitted).toBe(true);
+      expect(back.results[0]!.remaining).toBe(4);
+    } finally {
+      paused.proc.child.kill('SIGCONT');
+      await store.close();
+      await paused.stop();
+    }
+  });
+
+  it('close() quits the clients: the store is unhealthy afterwards', async () => {
+    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const store = createRedisStore({
+      client,
+      perSecondClient: perSecond,
+      keyPrefix: 'c:',
+      timeoutMs: 1_000,
+    });
+    await Promise.all([client.ping(), perSecond.ping()]);
+    expect(store.healthy()).toBe(true);
+    await store.close();
+    await waitFor('clients ended', () => client.status === 'end' && perSecond.status === 'end', {
+      timeoutMs: 5_000,
+      intervalMs: 10,
+    });
+    expect(store.healthy()).toBe(false);
+  });
+
+  it('is unhealthy while the per-second client is down, even with the main one up', async () => {
+    const port = await freePort();
+    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const perSecond = new Redis({
+      port,
+      host: '127.0.0.1',
+      enableOfflineQueue: false,
+      retryStrategy: () => 1_000,
+    });
+    perSecond.on('error', () => undefined);
+    const store = createRedisStore({
+      client,
+      perSecondClient: perSecond,
+      keyPrefix: 'd:',
+      timeoutMs: 500,
+    });
+    try {
+      await client.ping();
+      expect(store.healthy()).toBe(false);
+      // A minute window goes to the main client and is answered.
+      expect((await store.apply([spec('m', 1, 5)])).admitted).toBe(true);
+      await expect(store.apply([spec('s', 1, 5, { windowMs: 1_000 })])).rejects.toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+      });
+    } finally {
+      await store.close();
+    }
+  });
+});
