@@ -13,7 +13,9 @@ import {
   type RateLimitResponse,
   type RequestDescriptor,
 } from '../model.js';
+import { SluiceError } from '../errors.js';
 import type {
+  BatchResult,
   CounterMode,
   CounterResult,
   CounterSpec,
@@ -40,6 +42,12 @@ export interface Limiter {
    * over-limit answer is a value.
    */
   decide(snapshot: ConfigSnapshot, request: RateLimitRequest): Promise<RateLimitResponse>;
+  /**
+   * The same decision, returned synchronously; present only when the store decides
+   * synchronously (`CounterStore.applyNow`, the memory store), so a caller answers without
+   * waiting for a promise.
+   */
+  readonly decideNow?: (snapshot: ConfigSnapshot, request: RateLimitRequest) => RateLimitResponse;
 }
 
 const NO_RULE: DescriptorStatus = Object.freeze({
@@ -102,114 +110,148 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const globalQuota = options.quotaMode === true;
   const withMetadata = options.responseDynamicMetadata === true;
 
+  /** What one request asks the store: its matched rules and its counters. */
+  interface Plan {
+    readonly request: RateLimitRequest;
+    readonly matches: (LimitMatch | undefined)[];
+    /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
+    readonly specOf: Int32Array;
+    readonly specs: CounterSpec[];
+  }
+
+  const plan = (snapshot: ConfigSnapshot, request: RateLimitRequest): Plan => {
+    const { domain, descriptors } = request;
+    const count = descriptors.length;
+    const matches: (LimitMatch | undefined)[] = new Array<LimitMatch | undefined>(count);
+    let replaced: Set<string> | undefined;
+
+    for (let i = 0; i < count; i++) {
+      const match = snapshot.getLimit(domain, descriptors[i]!);
+      matches[i] = match;
+      if (match !== undefined && match.rule.replaces.length > 0) {
+        replaced ??= new Set<string>();
+        for (const name of match.rule.replaces) replaced.add(name);
+      }
+    }
+
+    const specOf = new Int32Array(count).fill(-1);
+    const specs: CounterSpec[] = [];
+    for (let i = 0; i < count; i++) {
+      const match = matches[i];
+      if (match === undefined) continue;
+      const rule = match.rule;
+      if (rule.unlimited) continue;
+      // A replaced rule is dropped as if nothing matched (the reference's behaviour).
+      if (replaced !== undefined && rule.name !== '' && replaced.has(rule.name)) {
+        matches[i] = undefined;
+        continue;
+      }
+      const descriptor = descriptors[i]!;
+      const hits = hitsFor(descriptor, request.hitsAddend);
+      const mode = modeOf(rule, globalQuota);
+      specOf[i] = specs.length;
+      const limits = rule.limits;
+      for (let l = 0; l < limits.length; l++) {
+        const limit = limits[l]!;
+        specs.push({
+          key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
+          algorithm: limit.algorithm,
+          limit: limit.requestsPerUnit,
+          windowMs: limit.windowMs,
+          burst: limit.burst,
+          hits,
+          mode,
+        });
+      }
+    }
+    return { request, matches, specOf, specs };
+  };
+
+  const finish = (
+    { request, matches, specOf, specs }: Plan,
+    batch: BatchResult | undefined,
+  ): RateLimitResponse => {
+    const count = matches.length;
+    // The store decided admission; statuses only report it.
+    const overLimit = batch !== undefined && !batch.admitted;
+    let violations: number[] | undefined;
+    const statuses = new Array<DescriptorStatus>(count);
+    for (let i = 0; i < count; i++) {
+      const match = matches[i];
+      const at = specOf[i]!;
+      if (match === undefined) {
+        statuses[i] = NO_RULE;
+        continue;
+      }
+      if (at < 0) {
+        statuses[i] = UNLIMITED;
+        continue;
+      }
+      const rule = match.rule;
+      const results = batch!.results;
+      const limitCount = rule.limits.length;
+      const chosen = reportedLimit(results, at, limitCount);
+      const result = results[chosen]!;
+      const limit = rule.limits[chosen - at]!;
+      const mode = specs[at]!.mode;
+      const over = result.overLimit;
+      let resetMs = result.resetMs;
+      if (over) {
+        // The wait until every limit admits: the longest of the over-limit ones.
+        for (let k = at; k < at + limitCount; k++) {
+          const other = results[k]!;
+          if (other.overLimit && other.resetMs > resetMs) resetMs = other.resetMs;
+        }
+      }
+      const blocks = over && mode === 'enforced';
+      const quotaViolation = over && mode === 'quota';
+      if (quotaViolation) (violations ??= []).push(i);
+      statuses[i] = {
+        code: blocks ? 'OVER_LIMIT' : 'OK',
+        currentLimit: {
+          requestsPerUnit: limit.requestsPerUnit,
+          unit: limit.unit,
+          name: limit.name,
+        },
+        limitRemaining: over ? 0 : result.remaining,
+        // The reference sends no reset for a quota rule over its limit.
+        durationUntilResetMs: quotaViolation ? undefined : resetMs,
+        rule,
+        hits: specs[at]!.hits,
+        overLimit: over,
+        overLimitWithLocalCache: over && result.fromLocalCache === true,
+      };
+    }
+
+    return {
+      overallCode: overLimit && !shadowMode ? 'OVER_LIMIT' : 'OK',
+      statuses,
+      responseHeadersToAdd: NO_HEADERS,
+      dynamicMetadata: withMetadata ? metadataOf(request, matches, violations) : undefined,
+    };
+  };
+
+  const applyNow = store.applyNow?.bind(store);
+  if (applyNow !== undefined) {
+    const decideNow = (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
+      const p = plan(snapshot, request);
+      return finish(p, p.specs.length > 0 ? applyNow(p.specs) : undefined);
+    };
+    return {
+      decide(snapshot, request) {
+        try {
+          return Promise.resolve(decideNow(snapshot, request));
+        } catch (error) {
+          return Promise.reject(SluiceError.from(error));
+        }
+      },
+      decideNow,
+    };
+  }
   return {
     async decide(snapshot, request) {
-      const { domain, descriptors } = request;
-      const count = descriptors.length;
-      const matches: (LimitMatch | undefined)[] = new Array<LimitMatch | undefined>(count);
-      let replaced: Set<string> | undefined;
-
-      for (let i = 0; i < count; i++) {
-        const match = snapshot.getLimit(domain, descriptors[i]!);
-        matches[i] = match;
-        if (match !== undefined && match.rule.replaces.length > 0) {
-          replaced ??= new Set<string>();
-          for (const name of match.rule.replaces) replaced.add(name);
-        }
-      }
-
-      // specOf[i] is the index into `specs` of descriptor i's first counter (one per limit of
-      // its rule), -1 when it is not counted.
-      const specOf = new Int32Array(count).fill(-1);
-      const specs: CounterSpec[] = [];
-      for (let i = 0; i < count; i++) {
-        const match = matches[i];
-        if (match === undefined) continue;
-        const rule = match.rule;
-        if (rule.unlimited) continue;
-        // A replaced rule is dropped as if nothing matched (the reference's behaviour).
-        if (replaced !== undefined && rule.name !== '' && replaced.has(rule.name)) {
-          matches[i] = undefined;
-          continue;
-        }
-        const descriptor = descriptors[i]!;
-        const hits = hitsFor(descriptor, request.hitsAddend);
-        const mode = modeOf(rule, globalQuota);
-        specOf[i] = specs.length;
-        const limits = rule.limits;
-        for (let l = 0; l < limits.length; l++) {
-          const limit = limits[l]!;
-          specs.push({
-            key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
-            algorithm: limit.algorithm,
-            limit: limit.requestsPerUnit,
-            windowMs: limit.windowMs,
-            burst: limit.burst,
-            hits,
-            mode,
-          });
-        }
-      }
-
-      const batch = specs.length > 0 ? await store.apply(specs) : undefined;
-
-      // The store decided admission; statuses only report it.
-      const overLimit = batch !== undefined && !batch.admitted;
-      let violations: number[] | undefined;
-      const statuses = new Array<DescriptorStatus>(count);
-      for (let i = 0; i < count; i++) {
-        const match = matches[i];
-        const at = specOf[i]!;
-        if (match === undefined) {
-          statuses[i] = NO_RULE;
-          continue;
-        }
-        if (at < 0) {
-          statuses[i] = UNLIMITED;
-          continue;
-        }
-        const rule = match.rule;
-        const results = batch!.results;
-        const limitCount = rule.limits.length;
-        const chosen = reportedLimit(results, at, limitCount);
-        const result = results[chosen]!;
-        const limit = rule.limits[chosen - at]!;
-        const mode = specs[at]!.mode;
-        const over = result.overLimit;
-        let resetMs = result.resetMs;
-        if (over) {
-          // The wait until every limit admits: the longest of the over-limit ones.
-          for (let k = at; k < at + limitCount; k++) {
-            const other = results[k]!;
-            if (other.overLimit && other.resetMs > resetMs) resetMs = other.resetMs;
-          }
-        }
-        const blocks = over && mode === 'enforced';
-        const quotaViolation = over && mode === 'quota';
-        if (quotaViolation) (violations ??= []).push(i);
-        statuses[i] = {
-          code: blocks ? 'OVER_LIMIT' : 'OK',
-          currentLimit: {
-            requestsPerUnit: limit.requestsPerUnit,
-            unit: limit.unit,
-            name: limit.name,
-          },
-          limitRemaining: over ? 0 : result.remaining,
-          // The reference sends no reset for a quota rule over its limit.
-          durationUntilResetMs: quotaViolation ? undefined : resetMs,
-          rule,
-          hits: specs[at]!.hits,
-          overLimit: over,
-          overLimitWithLocalCache: over && result.fromLocalCache === true,
-        };
-      }
-
-      return {
-        overallCode: overLimit && !shadowMode ? 'OVER_LIMIT' : 'OK',
-        statuses,
-        responseHeadersToAdd: NO_HEADERS,
-        dynamicMetadata: withMetadata ? metadataOf(request, matches, violations) : undefined,
-      };
+      const p = plan(snapshot, request);
+      return finish(p, p.specs.length > 0 ? await store.apply(p.specs) : undefined);
     },
   };
 }

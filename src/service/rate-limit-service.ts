@@ -200,37 +200,69 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
     else counters.internalErrors++;
   };
 
-  return {
-    async shouldRateLimit(request) {
-      const start = metrics === undefined ? 0 : performance.now();
-      let response: RateLimitResponse;
-      try {
-        validateRequest(request, bounds);
-        response = await limiter.decide(config(), request);
-      } catch (err) {
-        const error = SluiceError.from(err);
-        countFailure(error);
-        throw error;
+  /** Everything after the limiter's decision: metrics, headers, the debug log. */
+  const complete = (
+    request: RateLimitRequest,
+    decided: RateLimitResponse,
+    start: number,
+  ): RateLimitResponse => {
+    let response = decided;
+    if (metrics !== undefined) record(metrics, request, response);
+    if (headers !== undefined || withProblem) {
+      const nowMs = clock();
+      const added = headers === undefined ? [] : rateLimitHeaders(response, headers, nowMs);
+      const reject = withProblem && response.overallCode === 'OVER_LIMIT';
+      if (reject) added.push({ key: 'content-type', value: 'application/problem+json' });
+      if (added.length > 0 || reject) {
+        response = {
+          ...response,
+          responseHeadersToAdd: [...response.responseHeadersToAdd, ...added],
+          rawBody: reject ? problemJson(response, nowMs) : response.rawBody,
+        };
       }
-      if (metrics !== undefined) record(metrics, request, response);
-      if (headers !== undefined || withProblem) {
-        const nowMs = clock();
-        const added = headers === undefined ? [] : rateLimitHeaders(response, headers, nowMs);
-        const reject = withProblem && response.overallCode === 'OVER_LIMIT';
-        if (reject) added.push({ key: 'content-type', value: 'application/problem+json' });
-        if (added.length > 0 || reject) {
-          response = {
-            ...response,
-            responseHeadersToAdd: [...response.responseHeadersToAdd, ...added],
-            rawBody: reject ? problemJson(response, nowMs) : response.rawBody,
-          };
+    }
+    if (logger.isLevelEnabled('debug')) {
+      logger.debug({ request, response }, 'ShouldRateLimit');
+    }
+    if (metrics !== undefined) metrics.observeLatency((performance.now() - start) / 1000);
+    return response;
+  };
+
+  const fail = (err: unknown): SluiceError => {
+    const error = SluiceError.from(err);
+    countFailure(error);
+    return error;
+  };
+
+  const decideNow = limiter.decideNow;
+  return {
+    // Not `async`: with a synchronous store (memory) the answer is ready when the promise is
+    // made, and the only promise hop is the caller's.
+    shouldRateLimit(request) {
+      const start = metrics === undefined ? 0 : performance.now();
+      if (decideNow !== undefined) {
+        let decided: RateLimitResponse;
+        try {
+          validateRequest(request, bounds);
+          decided = decideNow(config(), request);
+        } catch (err) {
+          return Promise.reject(fail(err));
+        }
+        try {
+          return Promise.resolve(complete(request, decided, start));
+        } catch (err) {
+          return Promise.reject(SluiceError.from(err));
         }
       }
-      if (logger.isLevelEnabled('debug')) {
-        logger.debug({ request, response }, 'ShouldRateLimit');
+      try {
+        validateRequest(request, bounds);
+        return limiter.decide(config(), request).then(
+          (decided) => complete(request, decided, start),
+          (err: unknown) => Promise.reject(fail(err)),
+        );
+      } catch (err) {
+        return Promise.reject(fail(err));
       }
-      if (metrics !== undefined) metrics.observeLatency((performance.now() - start) / 1000);
-      return response;
     },
   };
 }

@@ -68,6 +68,12 @@ export interface CounterStore {
    * store failure (SluiceError STORE_UNAVAILABLE), never for a decision.
    */
   apply(specs: readonly CounterSpec[]): Promise<BatchResult>;
+  /**
+   * Optional: `apply()` decided synchronously, for a store that needs no I/O (the memory store).
+   * The same decision and effects; throws where `apply()` would reject. The limiter uses it to
+   * answer without a promise hop.
+   */
+  applyNow?(specs: readonly CounterSpec[]): BatchResult;
   /** Number of counters held (for metrics and the debug endpoint); may include expired ones not yet reclaimed. */
   size(): number;
   /** Whether the store can answer now (false while a remote store is unreachable). */

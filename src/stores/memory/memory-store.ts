@@ -1,25 +1,42 @@
 /**
  * The in-memory counter store (docs/semantics.md §3): one process, no setup.
  *
- * Counters live in one `Map` from counter key to an entry: the algorithm's state (one shape for
- * every algorithm, see src/algorithms/types.ts; `spec.algorithm` picks the steps) plus the
- * links of an intrusive doubly linked list in least recently used order (an access moves the
- * entry to the newest end in O(1)). `apply()` runs the whole check-then-charge synchronously,
- * so it is atomic with respect to every other call.
- *
- * Why a list rather than re-inserting into the `Map` on access: V8's ordered hash table leaves a
- * deleted entry in its bucket chain until the next rehash, so deleting and re-adding one hot key
- * on every request grows that key's chain and made lookups ~35x slower (measured: 40k vs
- * 1.4M accesses per second with one hot key among 10k).
+ * Layout (docs/operations.md, capacity planning): one `Map` from counter key to a slot number,
+ * and the counters of every slot in columns of typed arrays, so a quiet counter costs a few
+ * dozen bytes next to its key instead of a JavaScript object, an array and their headers:
+ * - `total`, `emptyAt`, `x` (Float64): the algorithm state's `total` and `emptyAtMs`, and either
+ *   its `stampMs` (fixed window, token bucket) or the bucket/timestamp of its one stored pair
+ *   (sliding window, sliding log with one pair, whose count is then `total`);
+ * - `meta` (Uint8): which of those two shapes, or {@link WIDE} (a counter with several stored
+ *   pairs keeps its whole state object in a side `Map`: busy counters only), plus a "used since
+ *   the clock hand last passed" bit;
+ * - `limit` (Uint32): the limit of the last charge, for the debug view.
+ * Free slots are chained through `x`. The algorithms (src/algorithms) work on `CounterState`
+ * objects: `apply()` loads each counter of the batch into a reused scratch state, runs the steps,
+ * and writes the state back. The whole check-then-charge runs synchronously, so it is atomic
+ * with respect to every other call.
  *
  * Memory stays bounded two ways, neither of which ever scans the whole map at once:
  * - idle reclaim: a cursor walks the map a few entries per `apply()` call (and a bounded batch
  *   per tick of an optional unref'd timer), deleting entries whose every bucket has expired;
  * - a cap (`maxKeys`, the `MEMORY_MAX_KEYS` setting): inserting a new counter into a full map
- *   first evicts an expired entry, else the least recently used one.
+ *   first evicts an expired counter, else one not used recently, chosen by the CLOCK (second
+ *   chance) approximation of least-recently-used: a hand walks the map in insertion order,
+ *   clearing the "used" bit of each counter it passes and evicting the first one found without
+ *   it (after {@link CAP_SCAN_LIMIT} counters, the one under the hand). Every access sets the
+ *   bit, so a counter in use survives a full turn of the hand. Exact LRU needs a key reference
+ *   and two links per counter (16 more bytes each); the approximation keeps them out.
+ *   Re-inserting a key into the `Map` on each access (the `Map` order as the LRU order) is no
+ *   option: V8's ordered hash table leaves a deleted entry in its bucket chain until the next
+ *   rehash, so one hot key's chain grows with every request (measured: lookups ~35x slower).
  */
 import type { Clock } from '../../clock.js';
-import { ALGORITHM_STEPS, createCounterState, type CounterState } from '../../algorithms/index.js';
+import {
+  ALGORITHM_STEPS,
+  cloneCounterState,
+  createCounterState,
+  type CounterState,
+} from '../../algorithms/index.js';
 import { SluiceError } from '../../errors.js';
 import type {
   BatchResult,
@@ -44,8 +61,8 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 1_000;
 /** Default of `timerSweepBatch`. */
 export const DEFAULT_TIMER_SWEEP_BATCH = 10_000;
 
-/** How many entries the cap examines for an expired one before it evicts a live one. */
-const CAP_SCAN_LIMIT = 16;
+/** Most counters the clock hand examines for one eviction before it takes the one it is at. */
+const CAP_SCAN_LIMIT = 64;
 
 /** Options for {@link createMemoryStore}. */
 export interface MemoryStoreOptions {
@@ -112,36 +129,25 @@ function newResult(): CounterResult {
 /** Stands in for a counter that does not exist (and is not created): nothing counted. */
 const EMPTY: CounterState = createCounterState();
 
-/** A counter as stored: its state and its place in the LRU list. */
-interface Entry extends CounterState {
-  /** The counter key (the `Map` key), to delete the entry when it is found through the list. */
-  readonly key: string;
-  /** The entry used just before this one; `undefined` for the least recently used. */
-  older: Entry | undefined;
-  /** The entry used just after this one; `undefined` for the most recently used. */
-  newer: Entry | undefined;
-  /** The limit of the last charge (for the debug endpoint's `top()`). */
-  limit: number;
-}
+/** Shape of a slot with no stored pair: `x` is the state's `stampMs`. */
+const FLAT = 0;
+/** Shape of a slot with one stored pair: `x` is its first number, `total` its second. */
+const ONE_PAIR = 1;
+/** Shape of a slot whose state object lives in the side map (several stored pairs). */
+const WIDE = 2;
+/** The bits of `meta` that hold the shape. */
+const SHAPE = 3;
+/** The bit of `meta` set by every access and cleared by the passing clock hand. */
+const USED = 4;
 
-/**
- * A fresh entry: an empty state (as `createCounterState()`) plus links, written as one object
- * literal so that every entry shares one hidden class whatever its algorithm.
- */
-function createEntry(key: string): Entry {
-  return {
-    total: 0,
-    head: 0,
-    length: 0,
-    emptyAtMs: 0,
-    stampMs: 0,
-    ring: [0, 0],
-    key,
-    older: undefined,
-    newer: undefined,
-    limit: 0,
-  };
-}
+/** No slot (end of a list, or a counter that does not exist). */
+const NONE = -1;
+
+/** Slots allocated when the first counter arrives; the columns double from there. */
+const INITIAL_CAPACITY = 1024;
+
+/** Most a `limit` column cell holds (Uint32); larger limits show as this in the debug view. */
+const MAX_LIMIT_CELL = 0xffff_ffff;
 
 class MemoryStore implements CounterStore {
   private readonly clock: Clock;
@@ -149,18 +155,39 @@ class MemoryStore implements CounterStore {
   private readonly sweepBatch: number;
   private readonly timerSweepBatch: number;
   private readonly onEvict: ((reason: EvictReason, count: number) => void) | undefined;
-  private readonly counters = new Map<string, Entry>();
-  /** Least recently used end of the list. */
-  private oldest: Entry | undefined;
-  /** Most recently used end of the list. */
-  private newest: Entry | undefined;
-  private cursor: Iterator<Entry> | undefined;
+  /** Counter key to slot. */
+  private readonly slots = new Map<string, number>();
+  /** State objects of {@link WIDE} slots. */
+  private readonly wide = new Map<number, CounterState>();
+
+  // The columns, indexed by slot (see the header).
+  private capacity = 0;
+  private total = new Float64Array(0);
+  private emptyAt = new Float64Array(0);
+  private x = new Float64Array(0);
+  private meta = new Uint8Array(0);
+  private limit = new Uint32Array(0);
+  /** Slots below this have been handed out at least once. */
+  private used = 0;
+  /** First free slot below `used` (chained through `x`), or NONE. */
+  private freeHead = NONE;
+
+  /** The idle-reclaim cursor. */
+  private cursor: Iterator<[string, number]> | undefined;
+  /** The cap's clock hand. */
+  private hand: Iterator<[string, number]> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private evictedExpired = 0;
   private evictedLru = 0;
 
   // Per-batch scratch, reused across calls (apply() is synchronous, so never shared).
-  private readonly entries: (Entry | undefined)[] = [];
+  /** The state each spec works on: a scratch state loaded from the columns, or a wide state. */
+  private readonly states: (CounterState | undefined)[] = [];
+  /** Scratch states, one per batch position, each with its own two-number ring. */
+  private readonly scratch: CounterState[] = [];
+  private readonly scratchRings: number[][] = [];
+  /** Slot of each spec's counter, NONE when it does not exist (yet). */
+  private readonly slotOf: number[] = [];
   /** Index of the first spec of the batch with the same key. */
   private readonly firstOf: number[] = [];
   /** Cumulative hits of the specs so far on the key of the first spec (indexed by first spec). */
@@ -168,6 +195,8 @@ class MemoryStore implements CounterStore {
   /** Cumulative hits on the key up to and including each spec. */
   private readonly cumHits: number[] = [];
   private readonly over: boolean[] = [];
+  /** Specs of the batch being applied whose `slotOf` is set (0 between batches). */
+  private batchCount = 0;
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
@@ -187,14 +216,14 @@ class MemoryStore implements CounterStore {
 
   apply(specs: readonly CounterSpec[]): Promise<BatchResult> {
     try {
-      return Promise.resolve(this.applySync(specs));
+      return Promise.resolve(this.applyNow(specs));
     } catch (error) {
       return Promise.reject(SluiceError.from(error));
     }
   }
 
   size(): number {
-    return this.counters.size;
+    return this.slots.size;
   }
 
   healthy(): boolean {
@@ -204,22 +233,29 @@ class MemoryStore implements CounterStore {
   top(n: number): CounterSnapshot[] {
     const now = Math.floor(this.clock());
     // Keep the n busiest in a small array sorted busiest first; one pass over the map.
-    const best: Entry[] = [];
+    const best: number[] = [];
     const limit = Math.max(0, Math.floor(n));
     if (limit === 0) return [];
-    for (const entry of this.counters.values()) {
-      if (entry.emptyAtMs <= now) continue;
-      if (best.length === limit && entry.total <= best[limit - 1]!.total) continue;
+    const { total, emptyAt } = this;
+    const keys: string[] = [];
+    for (const [key, slot] of this.slots) {
+      if (emptyAt[slot]! <= now) continue;
+      const count = total[slot]!;
+      if (best.length === limit && count <= total[best[limit - 1]!]!) continue;
       let at = best.length;
-      while (at > 0 && best[at - 1]!.total < entry.total) at--;
-      best.splice(at, 0, entry);
-      if (best.length > limit) best.pop();
+      while (at > 0 && total[best[at - 1]!]! < count) at--;
+      best.splice(at, 0, slot);
+      keys.splice(at, 0, key);
+      if (best.length > limit) {
+        best.pop();
+        keys.pop();
+      }
     }
-    return best.map((entry) => ({
-      key: entry.key,
-      count: entry.total,
-      limit: entry.limit,
-      expiresInMs: Math.max(0, entry.emptyAtMs - now),
+    return best.map((slot, at) => ({
+      key: keys[at]!,
+      count: total[slot]!,
+      limit: this.limit[slot]!,
+      expiresInMs: Math.max(0, emptyAt[slot]! - now),
     }));
   }
 
@@ -227,60 +263,85 @@ class MemoryStore implements CounterStore {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     this.cursor = undefined;
-    this.counters.clear();
-    this.oldest = undefined;
-    this.newest = undefined;
+    this.hand = undefined;
+    this.slots.clear();
+    this.wide.clear();
+    this.capacity = 0;
+    this.used = 0;
+    this.freeHead = NONE;
+    this.total = new Float64Array(0);
+    this.emptyAt = new Float64Array(0);
+    this.x = new Float64Array(0);
+    this.meta = new Uint8Array(0);
+    this.limit = new Uint32Array(0);
     return Promise.resolve();
   }
 
-  private applySync(specs: readonly CounterSpec[]): BatchResult {
+  /**
+   * `apply()` without the promise: the same decision, returned synchronously (the limiter uses
+   * it to answer without a promise hop; see `CounterStore.applyNow`). Throws on a bug only.
+   */
+  applyNow(specs: readonly CounterSpec[]): BatchResult {
     const now = Math.floor(this.clock());
     const count = specs.length;
-    const counters = this.counters;
-    const { entries, firstOf, keyHits, cumHits, over } = this;
+    const slots = this.slots;
+    const { states, slotOf, firstOf, keyHits, cumHits, over } = this;
 
     this.sweep(now, this.sweepBatch + count);
+    this.batchCount = count;
 
     // Check every spec before charging any.
     let admitted = true;
+    // The first spec of each key: a scan for small batches, a map for large ones (a scan is
+    // quadratic, and MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors).
+    const firstByKey = count > 16 ? new Map<string, number>() : undefined;
     for (let i = 0; i < count; i++) {
       const spec = specs[i]!;
       const key = spec.key;
       let first = i;
-      for (let j = 0; j < i; j++) {
-        if (specs[j]!.key === key) {
-          first = j;
-          break;
+      if (firstByKey === undefined) {
+        for (let j = 0; j < i; j++) {
+          if (specs[j]!.key === key) {
+            first = j;
+            break;
+          }
         }
+      } else {
+        first = firstByKey.get(key) ?? i;
+        if (first === i) firstByKey.set(key, i);
       }
       firstOf[i] = first;
-      let entry: Entry | undefined;
+      let state: CounterState | undefined;
       if (first === i) {
-        entry = counters.get(key);
-        if (entry !== undefined) {
-          ALGORITHM_STEPS[spec.algorithm].refresh(entry, now, spec);
-          if (entry.emptyAtMs <= now) {
+        let slot = slots.get(key) ?? NONE;
+        if (slot !== NONE) {
+          state = this.load(slot, i);
+          ALGORITHM_STEPS[spec.algorithm].refresh(state, now, spec);
+          if (state.emptyAtMs <= now) {
             // Expired: forget it now, so a rejected request does not keep it and the cap's
             // reclaim cannot delete it from under the charge below; charging recreates it.
-            this.remove(entry);
-            entry = undefined;
+            this.remove(slot, key);
+            slot = NONE;
+            state = undefined;
             this.evictedExpired++;
           } else {
             // Any access counts as use: a key that is being rejected is exactly one whose
             // count must survive the cap.
-            this.touch(entry);
+            this.meta[slot] = this.meta[slot]! | USED;
           }
         }
+        slotOf[i] = slot;
         keyHits[i] = spec.hits;
       } else {
-        entry = entries[first];
+        state = states[first];
+        slotOf[i] = NONE;
         keyHits[first] = keyHits[first]! + spec.hits;
       }
-      entries[i] = entry;
+      states[i] = state;
       const cumulative = keyHits[first]!;
       cumHits[i] = cumulative;
       const lacksRoom = !ALGORITHM_STEPS[spec.algorithm].hasRoom(
-        entry ?? EMPTY,
+        state ?? EMPTY,
         now,
         cumulative,
         spec,
@@ -294,26 +355,31 @@ class MemoryStore implements CounterStore {
         const spec = specs[i]!;
         if (!(spec.hits > 0)) continue;
         if (spec.mode === 'quota' && over[i]!) continue;
-        let entry = entries[i];
-        if (entry === undefined) {
-          const first = firstOf[i]!;
-          entry = first === i ? undefined : entries[first];
-          if (entry === undefined) {
-            entry = this.insert(spec.key, now);
-            if (first !== i) entries[first] = entry;
-          }
-          entries[i] = entry;
+        const first = firstOf[i]!;
+        let state = states[first];
+        if (state === undefined) {
+          // The first spec on this key owns the new slot; later duplicates share its state.
+          const slot = this.insert(spec.key, now);
+          slotOf[first] = slot;
+          state = this.load(slot, first);
+          states[first] = state;
         }
-        ALGORITHM_STEPS[spec.algorithm].charge(entry, now, spec.hits, spec);
-        entry.limit = spec.limit;
+        states[i] = state;
+        ALGORITHM_STEPS[spec.algorithm].charge(state, now, spec.hits, spec);
+        const slot = slotOf[first]!;
+        if (slot === NONE) continue;
+        // The cap's reclaim reads the column: a counter charged here must not look expired
+        // to an insert later in this batch.
+        this.emptyAt[slot] = state.emptyAtMs;
+        this.limit[slot] = spec.limit < MAX_LIMIT_CELL ? spec.limit : MAX_LIMIT_CELL;
       }
     }
 
     const results = new Array<CounterResult>(count);
     for (let i = 0; i < count; i++) {
       const spec = specs[i]!;
-      // A later duplicate may have created the entry after this spec looked it up.
-      const state = entries[i] ?? entries[firstOf[i]!] ?? EMPTY;
+      // A later duplicate may have created the state after this spec looked it up.
+      const state = states[i] ?? states[firstOf[i]!] ?? EMPTY;
       results[i] = ALGORITHM_STEPS[spec.algorithm].result(
         state,
         now,
@@ -323,99 +389,178 @@ class MemoryStore implements CounterStore {
         newResult(),
       );
     }
-    // Drop references so the scratch never keeps a deleted counter alive.
-    for (let i = 0; i < count; i++) entries[i] = undefined;
+    // Write every counter back to its columns, and drop references so the scratch never keeps
+    // a deleted counter alive.
+    for (let i = 0; i < count; i++) {
+      if (firstOf[i] === i && slotOf[i] !== NONE) this.save(slotOf[i]!, states[i]!);
+    }
+    for (let i = 0; i < count; i++) states[i] = undefined;
+    this.batchCount = 0;
 
     this.reportEvictions();
     return { admitted, results };
   }
 
+  /** The state of `slot`: its wide state object, or scratch state `at` loaded from the columns. */
+  private load(slot: number, at: number): CounterState {
+    const kind = this.meta[slot]! & SHAPE;
+    if (kind === WIDE) return this.wide.get(slot)!;
+    let state = this.scratch[at];
+    let ring = this.scratchRings[at];
+    if (state === undefined || ring === undefined) {
+      state = createCounterState();
+      ring = state.ring;
+      this.scratch[at] = state;
+      this.scratchRings[at] = ring;
+    }
+    state.ring = ring;
+    state.head = 0;
+    state.total = this.total[slot]!;
+    state.emptyAtMs = this.emptyAt[slot]!;
+    if (kind === ONE_PAIR) {
+      state.length = 1;
+      state.stampMs = 0;
+      ring[0] = this.x[slot]!;
+      ring[1] = state.total;
+    } else {
+      state.length = 0;
+      state.stampMs = this.x[slot]!;
+      ring[0] = 0;
+      ring[1] = 0;
+    }
+    return state;
+  }
+
+  /** Write `state` (as {@link load} returned it, then changed) back to the columns of `slot`. */
+  private save(slot: number, state: CounterState): void {
+    this.total[slot] = state.total;
+    this.emptyAt[slot] = state.emptyAtMs;
+    const meta = this.meta[slot]!;
+    if ((meta & SHAPE) === WIDE) return;
+    const used = meta & USED;
+    const length = state.length;
+    if (length === 0) {
+      this.meta[slot] = FLAT | used;
+      this.x[slot] = state.stampMs;
+      return;
+    }
+    if (length === 1 && state.stampMs === 0) {
+      const at = state.head << 1;
+      if (state.ring[at + 1] === state.total) {
+        this.meta[slot] = ONE_PAIR | used;
+        this.x[slot] = state.ring[at]!;
+        return;
+      }
+    }
+    // Several pairs: the state becomes the slot's own object (the scratch keeps its ring).
+    const own = cloneCounterState(state);
+    this.wide.set(slot, own);
+    this.meta[slot] = WIDE | used;
+  }
+
   /** Add a new, empty counter for `key` as the most recently used, making room first. */
-  private insert(key: string, now: number): Entry {
+  private insert(key: string, now: number): number {
     this.makeRoom(now);
     // Reading a character makes V8 flatten a concatenated key (a rope of ~230 bytes for a
     // typical 40-character key) into one flat string (~60 bytes) before it is kept.
     key.charCodeAt(0);
-    const entry = createEntry(key);
-    this.counters.set(key, entry);
-    this.link(entry);
-    return entry;
+    let slot = this.freeHead;
+    if (slot !== NONE) {
+      this.freeHead = this.x[slot]!;
+    } else {
+      if (this.used === this.capacity) this.grow();
+      slot = this.used++;
+    }
+    this.total[slot] = 0;
+    this.emptyAt[slot] = 0;
+    this.x[slot] = 0;
+    this.meta[slot] = FLAT | USED;
+    this.limit[slot] = 0;
+    this.slots.set(key, slot);
+    return slot;
   }
 
-  /** Delete `entry` from the map and the list. */
-  private remove(entry: Entry): void {
-    this.counters.delete(entry.key);
-    this.unlink(entry);
+  /** Double the columns (never beyond `maxKeys` slots, which the cap keeps enough). */
+  private grow(): void {
+    const capacity = Math.max(
+      1,
+      Math.min(Math.max(INITIAL_CAPACITY, this.capacity * 2), this.maxKeys),
+    );
+    this.total = widen(this.total, new Float64Array(capacity));
+    this.emptyAt = widen(this.emptyAt, new Float64Array(capacity));
+    this.x = widen(this.x, new Float64Array(capacity));
+    this.meta = widen(this.meta, new Uint8Array(capacity));
+    this.limit = widen(this.limit, new Uint32Array(capacity));
+    this.capacity = capacity;
   }
 
-  /** Move `entry` to the most recently used end. */
-  private touch(entry: Entry): void {
-    if (entry === this.newest) return;
-    this.unlink(entry);
-    this.link(entry);
-  }
-
-  /** Append an unlinked `entry` at the most recently used end. */
-  private link(entry: Entry): void {
-    const newest = this.newest;
-    entry.older = newest;
-    entry.newer = undefined;
-    if (newest === undefined) this.oldest = entry;
-    else newest.newer = entry;
-    this.newest = entry;
-  }
-
-  private unlink(entry: Entry): void {
-    const { older, newer } = entry;
-    if (older === undefined) this.oldest = newer;
-    else older.newer = newer;
-    if (newer === undefined) this.newest = older;
-    else newer.older = older;
-    entry.older = undefined;
-    entry.newer = undefined;
+  /** Delete the counter `key` at `slot` from the map, and free the slot. */
+  private remove(slot: number, key: string): void {
+    // Only a cap below the batch's key count evicts a counter of the batch being applied; its
+    // charge is then forgotten, and the slot must not be written back (it may be reused).
+    for (let k = 0; k < this.batchCount; k++) {
+      if (this.slotOf[k] === slot) this.slotOf[k] = NONE;
+    }
+    this.slots.delete(key);
+    if ((this.meta[slot]! & SHAPE) === WIDE) this.wide.delete(slot);
+    this.meta[slot] = FLAT;
+    this.x[slot] = this.freeHead;
+    this.freeHead = slot;
   }
 
   /**
    * Examine up to `budget` entries at the cursor, deleting those whose hits all expired. At the
-   * end of a pass the cursor restarts from the front on the next call, or at once when `wrap`.
+   * end of a pass the cursor restarts from the front on the next call.
    */
-  private sweep(now: number, budget: number, wrap = false): void {
+  private sweep(now: number, budget: number): void {
     for (let k = 0; k < budget; k++) {
-      this.cursor ??= this.counters.values();
+      this.cursor ??= this.slots.entries();
       const next = this.cursor.next();
       if (next.done === true) {
         this.cursor = undefined;
-        if (!wrap) return;
-        // One restart at most, so a tiny map is not examined over and over.
-        wrap = false;
-        continue;
+        return;
       }
-      if (next.value.emptyAtMs <= now) {
-        this.remove(next.value);
+      const [key, slot] = next.value;
+      if (this.emptyAt[slot]! <= now) {
+        this.remove(slot, key);
         this.evictedExpired++;
       }
     }
   }
 
   /**
-   * Make room for one new entry when the map is at the cap: the least recently used entry if
-   * it has expired, else an expired one found within a bounded scan, else the least recently
-   * used one (its hits are forgotten).
+   * Make room for one new counter when the map is at the cap: the clock hand walks on from where
+   * it stopped, dropping the first counter that has expired or was not used since the hand last
+   * passed it (clearing the used bit of the others), and after {@link CAP_SCAN_LIMIT} counters
+   * the one it is at. An expired counter counts as `expired`, any other as `lru`.
    */
   private makeRoom(now: number): void {
-    while (this.counters.size >= this.maxKeys) {
-      const oldest = this.oldest;
-      if (oldest === undefined) return;
-      if (oldest.emptyAtMs <= now) {
-        this.remove(oldest);
-        this.evictedExpired++;
-        continue;
+    const { slots, meta, emptyAt } = this;
+    while (slots.size >= this.maxKeys) {
+      let restarted = false;
+      for (let k = 0; ; k++) {
+        this.hand ??= slots.entries();
+        const next = this.hand.next();
+        if (next.done === true) {
+          this.hand = undefined;
+          if (restarted) return; // Nothing to evict (cannot happen while size >= maxKeys >= 1).
+          restarted = true;
+          continue;
+        }
+        const [key, slot] = next.value;
+        if (emptyAt[slot]! <= now) {
+          this.remove(slot, key);
+          this.evictedExpired++;
+          break;
+        }
+        const bits = meta[slot]!;
+        if ((bits & USED) === 0 || k >= CAP_SCAN_LIMIT) {
+          this.remove(slot, key);
+          this.evictedLru++;
+          break;
+        }
+        meta[slot] = bits & ~USED;
       }
-      const before = this.counters.size;
-      this.sweep(now, CAP_SCAN_LIMIT, true);
-      if (this.counters.size < before) continue;
-      this.remove(oldest);
-      this.evictedLru++;
     }
   }
 
@@ -439,4 +584,13 @@ class MemoryStore implements CounterStore {
       // A failing metrics sink must not fail a decision that has already been charged.
     }
   }
+}
+
+/** `into` (a larger column) with `from`'s cells copied to its start. */
+function widen<T extends Float64Array | Uint8Array | Int32Array | Uint32Array>(
+  from: T,
+  into: T,
+): T {
+  into.set(from);
+  return into;
 }
