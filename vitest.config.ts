@@ -48,8 +48,19 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          exclude: ['test/integration/key-flood*.test.ts'],
           env: { GRPC_SERVER: 'lean' },
           testTimeout: 30_000,
+          hookTimeout: 30_000,
+        },
+      },
+      // Key floods measure the heap after a full GC, so their worker runs with --expose-gc.
+      {
+        test: {
+          name: 'integration-key-flood',
+          include: ['test/integration/key-flood*.test.ts'],
+          execArgv: ['--expose-gc'],
+          testTimeout: 600_000,
           hookTimeout: 30_000,
         },
       },
