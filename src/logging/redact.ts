@@ -19,14 +19,19 @@ export const URL_VARIABLES = ['REDIS_URL', 'REDIS_PERSECOND_URL'] as const;
 /** Text put where a secret was. */
 export const REDACTED = '[redacted]';
 
-const USERINFO = /([a-z][a-z0-9+.-]*:\/\/)([^@/\s,]*)@/gi;
+/**
+ * The `user:password@` part of a URL: after a scheme anywhere, or at the start of the value or of
+ * a comma-separated item even without a scheme (`user:pass@host:6379`, a mistyped REDIS_URL that
+ * the error refusing it would otherwise quote). Group 1 is what precedes it, group 2 the userinfo.
+ */
+const USERINFO = /((?:^|,)\s*(?:[a-z][a-z0-9+.-]*:\/\/)?|[a-z][a-z0-9+.-]*:\/\/)([^@/\s,]*)@/gi;
 
 /**
  * `url` (or a comma-separated list of URLs, as `REDIS_URL` allows for clusters) with any
  * `user:password@` part replaced by `[redacted]@`.
  */
 export function redactUrl(url: string): string {
-  return url.replace(USERINFO, (_m, scheme: string) => `${scheme}${REDACTED}@`);
+  return url.replace(USERINFO, (_m, before: string) => `${before}${REDACTED}@`);
 }
 
 /** The secret strings found in `env`: `*_AUTH` values and the userinfo parts of URLs. */

@@ -177,6 +177,15 @@ describe('fuzzing the settings parser', () => {
     );
   });
 
+  it('a REDIS_URL with credentials but no scheme is refused without quoting the password', () => {
+    // Found by this fuzzing: `user:password@host:port` (redis:// left out) was quoted verbatim.
+    for (const url of [`user:${SECRET}@127.0.0.1:6379`, `127.0.0.1:1, :${SECRET}@h:2`]) {
+      const env = { BACKEND_TYPE: 'redis', REDIS_TYPE: 'cluster', REDIS_URL: url };
+      expect(() => loadSettings(env)).toThrow(/REDIS_URL="[^"]*\[redacted\]@/);
+      expect(() => loadSettings(env)).not.toThrow(SECRET);
+    }
+  });
+
   it('random environments and flags give settings or a clear INVALID_SETTINGS error', () => {
     fc.assert(
       fc.property(envArb, flagsArb, (env, flags) => {
