@@ -263,6 +263,38 @@ describe.skipIf(requirement.skip)(`mTLS on the gRPC port (GRPC_SERVER=${SERVER})
   });
 });
 
+describe.skipIf(requirement.skip)(`mTLS without a required SAN (GRPC_SERVER=${SERVER})`, () => {
+  let pki: Pki;
+  let secret: string;
+  let running: RunningApp;
+
+  beforeAll(async () => {
+    if (requirement.reason !== undefined) {
+      throw new Error(`${requirement.reason} (required under CI)`);
+    }
+    pki = makePki();
+    secret = makeSecret(pki, pki.server);
+    const env = mtlsEnv(secret);
+    delete env['GRPC_CLIENT_TLS_SAN'];
+    running = await startApp([await ruleDir({ 'tls.yaml': RULES })], env);
+  });
+  afterAll(async () => {
+    await running?.stop();
+    if (secret !== undefined) rmSync(secret, { recursive: true, force: true });
+    if (pki !== undefined) rmSync(pki.dir, { recursive: true, force: true });
+  });
+
+  it('refuses no certificate and a certificate from another CA; serves any the CA verifies', async () => {
+    expect(await failedCode(tlsClient(pki, running.port, undefined), 'no-cert')).toBe(
+      grpc.status.UNAVAILABLE,
+    );
+    expect(await failedCode(tlsClient(pki, running.port, pki.untrusted), 'stranger')).toBe(
+      grpc.status.UNAVAILABLE,
+    );
+    expect(await callOnce(tlsClient(pki, running.port, pki.wrongSan), 'other-san')).toBe('OK');
+  });
+});
+
 describe.skipIf(requirement.skip)(`TLS without a client CA (GRPC_SERVER=${SERVER})`, () => {
   let pki: Pki;
   let secret: string;
