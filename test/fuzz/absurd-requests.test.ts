@@ -168,7 +168,7 @@ describe.each([
             expect(response.statuses).toHaveLength(request.descriptors.length);
           }
         }),
-        fcParams(6),
+        fcParams(4),
       );
     },
     timeoutFor(40_000),

@@ -308,7 +308,7 @@ describe('fuzzing the rule loader', () => {
         fc.asyncProperty(configTreeArb, async (tree) => {
           tally[await checkLoad(file, stringify(tree))]++;
         }),
-        fcParams(300),
+        fcParams(200),
       );
     },
     timeoutFor(20_000),
@@ -326,7 +326,7 @@ describe('fuzzing the rule loader', () => {
             tally[await checkLoad(file, edits.reduce(edit, source))]++;
           },
         ),
-        fcParams(300),
+        fcParams(200),
       );
     },
     timeoutFor(20_000),

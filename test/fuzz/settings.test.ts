@@ -202,7 +202,7 @@ describe('fuzzing the settings parser', () => {
         const redisEnv = { ...env, BACKEND_TYPE: 'redis' };
         checkSettingsOutcome(() => loadSettings(redisEnv), redisEnv, true);
       }),
-      fcParams(500),
+      fcParams(300),
     );
   });
 });
