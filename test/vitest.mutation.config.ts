@@ -3,9 +3,9 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * The tests `npm run test:mutation` (StrykerJS, stryker.config.json) runs against each mutant: the
- * unit tier, the counter store contract and the Redis store's own cases (on a real `redis-server`
- * when one is installed). Only fast tiers: the integration and e2e tiers run dist/, not the mutated sources.
- * See docs/testing.md, "Mutation testing".
+ * unit tier, the counter store contract, and the Redis store and client cases (on real
+ * `redis-server`s when installed). Only fast tiers: the integration and e2e tiers run dist/, not
+ * the mutated sources. See docs/testing.md, "Mutation testing".
  */
 export default defineConfig({
   test: {
@@ -14,6 +14,7 @@ export default defineConfig({
       'test/unit/**/*.test.ts',
       'test/contract/store-contract.test.ts',
       'test/contract/redis-store.test.ts',
+      'test/contract/redis-connect.test.ts',
     ],
     // A tenth of the seeded property runs: each mutant they cover costs ~1 s instead of ~15 s.
     env: { SLUICE_PROPERTY_SCALE: '0.1' },

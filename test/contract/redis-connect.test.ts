@@ -1,0 +1,386 @@
+/**
+ * Redis clients from the `REDIS_*` settings (src/stores/redis/connect.ts) and the store factory
+ * (src/stores/index.ts), against real `redis-server` processes: TCP, URL with credentials and a
+ * database, password and ACL user auth, unix socket, Sentinel and Cluster; every client fails fast
+ * (no offline queue, REDIS_TIMEOUT on commands). Servers start lazily in the tests that need
+ * them, so a run filtered to one test starts only its own.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/clock.js';
+import { SluiceError } from '../../src/errors.js';
+import { createLogger, silentLogger } from '../../src/logging/logger.js';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
+import { loadSettings, type RedisConnectionSettings } from '../../src/settings.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
+import { createStore } from '../../src/stores/index.js';
+import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
+import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
+import { freePort, useProcessGroup } from '../helpers/processes.js';
+import {
+  adminClient,
+  requireRedis,
+  startRedis,
+  startRedisCluster,
+  startRedisSentinel,
+  type RedisCluster,
+  type RedisSentinelSetup,
+  type RedisServer,
+} from '../helpers/redis.js';
+
+const requirement = requireRedis('redis clients', true);
+const group = useProcessGroup();
+const clients: RedisClient[] = [];
+
+afterAll(async () => {
+  for (const client of clients.splice(0)) client.disconnect();
+  await group.stopAll();
+});
+
+/** Start once, on first use. */
+function lazy<T>(start: () => Promise<T>): () => Promise<T> {
+  let started: Promise<T> | undefined;
+  return () => (started ??= start());
+}
+
+const plain = lazy<RedisServer>(() => startRedis(group));
+/** A server with a default-user password (`pw`) and an ACL user `alice` (`alicepw`). */
+const withPassword = lazy<RedisServer>(async () => {
+  const server = await startRedis(group);
+  const admin = adminClient(server.port);
+  try {
+    await admin.call('ACL', 'SETUSER', 'alice', 'on', '>alicepw', '~*', '&*', '+@all');
+    await admin.config('SET', 'requirepass', 'pw');
+  } finally {
+    admin.disconnect();
+  }
+  return server;
+});
+const socketDir = mkdtempSync(path.join(tmpdir(), 'sluice-sock-'));
+group.onCleanup(() => rmSync(socketDir, { recursive: true, force: true }));
+const overSocket = lazy<RedisServer>(() =>
+  startRedis(group, { args: ['--unixsocket', path.join(socketDir, 'redis.sock')] }),
+);
+const cluster = lazy<RedisCluster>(() => startRedisCluster(group));
+const sentinel = lazy<RedisSentinelSetup>(() => startRedisSentinel(group));
+
+function settings(more: Partial<RedisConnectionSettings>): RedisConnectionSettings {
+  return {
+    url: '',
+    socketType: 'tcp',
+    type: 'single',
+    auth: '',
+    sentinelAuth: '',
+    tls: false,
+    tlsCaCert: '',
+    tlsClientCert: '',
+    tlsClientKey: '',
+    tlsSkipHostnameVerification: false,
+    poolSize: 10,
+    timeoutMs: 2_000,
+    ...more,
+  };
+}
+
+function client(more: Partial<RedisConnectionSettings>): RedisClient {
+  const made = createRedisClient(settings(more));
+  made.on('error', () => undefined);
+  clients.push(made);
+  return made;
+}
+
+function spec(key: string, hits: number, limit: number): CounterSpec {
+  return {
+    key,
+    algorithm: 'fixed_window',
+    limit,
+    windowMs: 60_000,
+    burst: limit,
+    hits,
+    mode: 'enforced',
+  };
+}
+
+describe.skipIf(requirement.skip)('createRedisClient', () => {
+  it('single node over TCP, host:port', async () => {
+    const server = await plain();
+    const made = client({ url: ` ${server.address} ` });
+    expect(await waitUntilReady(made, 5_000)).toBe(true);
+    // Already ready: resolves at once.
+    expect(await waitUntilReady(made, 1)).toBe(true);
+    expect(await made.ping()).toBe('PONG');
+  });
+
+  it('a redis:// URL selects its database', async () => {
+    const server = await plain();
+    const made = client({ url: `redis://127.0.0.1:${server.port}/3` });
+    expect(await waitUntilReady(made, 5_000)).toBe(true);
+    await made.set('sluice-db-test', 'x');
+    const admin = adminClient(server.port);
+    try {
+      expect(await admin.exists('sluice-db-test')).toBe(0);
+      await admin.select(3);
+      expect(await admin.get('sluice-db-test')).toBe('x');
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('REDIS_AUTH as password or user:password; credentials in the URL win', async () => {
+    const server = await withPassword();
+    for (const more of [
+      { url: server.address, auth: 'pw' },
+      { url: server.address, auth: 'alice:alicepw' },
+      { url: `redis://alice:alicepw@127.0.0.1:${server.port}`, auth: 'wrong' },
+      { url: `redis://:pw@127.0.0.1:${server.port}` },
+    ]) {
+      const made = client(more);
+      expect(await waitUntilReady(made, 5_000), JSON.stringify(more)).toBe(true);
+      expect(await made.ping()).toBe('PONG');
+    }
+    const wrong = client({ url: server.address, auth: 'alice:nope' });
+    expect(await waitUntilReady(wrong, 500)).toBe(false);
+    const none = client({ url: server.address });
+    expect(await waitUntilReady(none, 500)).toBe(false);
+  });
+
+  it('a unix socket path', async () => {
+    await overSocket();
+    const made = client({ url: path.join(socketDir, 'redis.sock'), socketType: 'unix' });
+    expect(await waitUntilReady(made, 5_000)).toBe(true);
+    expect(await made.ping()).toBe('PONG');
+  });
+
+  it('fails fast: not ready within the timeout, and a call while disconnected fails at once', async () => {
+    const port = await freePort();
+    const made = client({ url: `127.0.0.1:${port}`, timeoutMs: 200 });
+    const started = Date.now();
+    expect(await waitUntilReady(made, 300)).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    const call = Date.now();
+    await expect(made.ping()).rejects.toThrow();
+    expect(Date.now() - call).toBeLessThan(200);
+    // It keeps trying in the background with a capped backoff.
+    const retry = (made as unknown as { options: { retryStrategy: (times: number) => number } })
+      .options.retryStrategy;
+    expect([1, 2, 20, 21, 1_000].map((n) => retry(n))).toEqual([50, 100, 1_000, 1_000, 1_000]);
+  });
+
+  it('commands time out after REDIS_TIMEOUT when the server stops answering', async () => {
+    const server = await startRedis(group);
+    const made = client({ url: server.address, timeoutMs: 300 });
+    expect(await waitUntilReady(made, 5_000)).toBe(true);
+    server.proc.child.kill('SIGSTOP');
+    try {
+      const started = Date.now();
+      await expect(made.ping()).rejects.toThrow(/timed out/i);
+      const took = Date.now() - started;
+      expect(took).toBeGreaterThanOrEqual(250);
+      expect(took).toBeLessThan(3_000);
+    } finally {
+      server.proc.child.kill('SIGCONT');
+      await server.stop();
+    }
+  });
+
+  it('a cluster from a node list: one store call per slot, every counter counted', async () => {
+    const { url, nodes } = await cluster();
+    const made = client({ url: ` ${url.replaceAll(',', ' , ')} ,`, type: 'cluster' });
+    expect(await waitUntilReady(made, 10_000)).toBe(true);
+    const clock = createManualClock(1_699_999_980_000);
+    for (const prefix of ['c:', 'c{x}:']) {
+      const store = createRedisStore({
+        client: made,
+        keyPrefix: prefix,
+        timeoutMs: 5_000,
+        scriptClock: clock.now,
+        ttlGraceMs: 3_600_000,
+      });
+      // Keys of many descriptors land on all three masters.
+      const specs = Array.from({ length: 30 }, (_, i) => spec(`fw|60000|d|k=${i}`, 1, 2));
+      expect((await store.apply(specs)).results.map((r) => r.remaining)).toEqual(
+        specs.map(() => 1),
+      );
+      const again = await store.apply([...specs, spec('fw|60000|d|k=0', 1, 2)]);
+      expect(again.admitted).toBe(false);
+      expect(again.results.map((r) => r.overLimit)).toEqual([...specs.map(() => false), true]);
+      expect(again.results.at(-1)!.remaining).toBe(0);
+    }
+    let held = 0;
+    for (const node of nodes) {
+      const admin = adminClient(node.port);
+      try {
+        held += (await admin.keys('c*')).length;
+      } finally {
+        admin.disconnect();
+      }
+    }
+    expect(held).toBe(60);
+  });
+
+  it('Sentinel: finds the master by name', async () => {
+    const setup = await sentinel();
+    const made = client({ url: setup.url, type: 'sentinel' });
+    expect(await waitUntilReady(made, 10_000)).toBe(true);
+    await made.set('sluice-sentinel-test', 'y');
+    const admin = adminClient(setup.master.port);
+    try {
+      expect(await admin.get('sluice-sentinel-test')).toBe('y');
+    } finally {
+      admin.disconnect();
+    }
+  });
+});
+
+/** Lines a logger wrote, parsed. */
+function capture(): { lines: Record<string, unknown>[]; stream: Writable } {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) {
+        if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      done();
+    },
+  });
+  return { lines, stream };
+}
+
+function recordingMetrics(): StoreMetricsSink & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
+    storeError: (kind) => void events.push(`error:${kind}`),
+    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
+    fallback: (policy) => void events.push(`fallback:${policy}`),
+  };
+}
+
+describe('createStore', () => {
+  it('BACKEND_TYPE=memory: a memory store capped at MEMORY_MAX_KEYS, LRU evictions counted and logged', async () => {
+    const { lines, stream } = capture();
+    const logger = createLogger({ level: 'warn', format: 'json', destination: stream });
+    const metrics = recordingMetrics();
+    const clock = createManualClock(1_699_999_980_000);
+    const store = await createStore(loadSettings({ MEMORY_MAX_KEYS: '64' }), {
+      clock: clock.now,
+      logger,
+      metrics,
+    });
+    try {
+      for (let i = 0; i < 64; i++) await store.apply([spec(`k${i}`, 1, 5)]);
+      expect(store.size()).toBe(64);
+      expect(metrics.events).toEqual([]);
+      await store.apply([spec('k64', 1, 5)]);
+      expect(store.size()).toBe(64);
+      expect(metrics.events).toEqual(['evicted:lru:1']);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({
+        module: 'memory-store',
+        count: 1,
+        maxKeys: 64,
+        msg: 'evicted live counters: MEMORY_MAX_KEYS reached',
+      });
+      // Expired counters are counted too, and not logged as a warning.
+      clock.advance(120_000);
+      await store.apply([spec('fresh', 1, 5)]);
+      expect(metrics.events.filter((e) => e.startsWith('evicted:expired:')).length).toBe(
+        metrics.events.length - 1,
+      );
+      expect(lines).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it.skipIf(requirement.skip)(
+    'BACKEND_TYPE=redis: the Redis store behind the failure policy, with the per-second client',
+    async () => {
+      const server = await plain();
+      const { lines, stream } = capture();
+      const logger = createLogger({ level: 'info', format: 'json', destination: stream });
+      const metrics = recordingMetrics();
+      const env = {
+        REDIS_URL: server.address,
+        REDIS_PERSECOND: 'true',
+        REDIS_PERSECOND_URL: `redis://127.0.0.1:${server.port}/1`,
+        CACHE_KEY_PREFIX: 'factory:',
+        LOCAL_CACHE_SIZE_IN_BYTES: '4096',
+        STORE_FAILURE_MODE: 'allow',
+      };
+      const store = await createStore(loadSettings(env), { clock: Date.now, logger, metrics });
+      try {
+        expect(store.healthy()).toBe(true);
+        const batch = await store.apply([{ ...spec('s', 1, 5), windowMs: 1_000 }, spec('m', 2, 5)]);
+        expect(batch.results.map((r) => r.remaining)).toEqual([4, 3]);
+        const admin = adminClient(server.port);
+        try {
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+            'factory:m',
+          ]);
+          await admin.select(1);
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+            'factory:s',
+          ]);
+        } finally {
+          admin.disconnect();
+        }
+        const created = lines.find((line) => line['msg'] === 'redis store created');
+        expect(created).toMatchObject({
+          module: 'redis-store',
+          redisType: 'single',
+          perSecond: true,
+          localCacheBytes: 4096,
+          failureMode: 'allow',
+          connected: true,
+        });
+        expect(lines.some((line) => String(line['msg']).includes('BACKEND_TYPE is not set'))).toBe(
+          true,
+        );
+      } finally {
+        await store.close();
+      }
+    },
+  );
+
+  it.skipIf(requirement.skip)(
+    'STORE_FAILURE_MODE=memory: a Redis that is not there answers from memory; error fails',
+    async () => {
+      const port = await freePort();
+      const logger = silentLogger();
+      const base = {
+        BACKEND_TYPE: 'redis',
+        REDIS_URL: `127.0.0.1:${port}`,
+        REDIS_TIMEOUT: '100ms',
+      };
+      const metrics = recordingMetrics();
+      const memory = await createStore(loadSettings({ ...base, STORE_FAILURE_MODE: 'memory' }), {
+        clock: Date.now,
+        logger,
+        metrics,
+      });
+      const failing = await createStore(loadSettings(base), { clock: Date.now, logger });
+      try {
+        // memory: healthy (the replica answers) and decides from its own counts.
+        expect(memory.healthy()).toBe(true);
+        const first = await memory.apply([spec('a', 1, 1)]);
+        expect(first.admitted).toBe(true);
+        const second = await memory.apply([spec('a', 1, 1)]);
+        expect(second.admitted).toBe(false);
+        expect(metrics.events.filter((e) => e === 'fallback:memory')).toHaveLength(2);
+        expect(memory.size()).toBe(1);
+        // error (default): unhealthy, and the call fails.
+        expect(failing.healthy()).toBe(false);
+        const error = await failing.apply([spec('a', 1, 1)]).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(SluiceError);
+        expect((error as SluiceError).code).toBe('STORE_UNAVAILABLE');
+      } finally {
+        await Promise.all([memory.close(), failing.close()]);
+      }
+    },
+  );
+});
