@@ -14,6 +14,9 @@ import { createMemoryStore } from './memory/memory-store.js';
 import { createRedisClient, waitUntilReady } from './redis/connect.js';
 import { createRedisStore } from './redis/redis-store.js';
 
+/** Least time between two "evicted live counters" warnings of one memory store, ms. */
+export const LRU_WARNING_INTERVAL_MS = 60_000;
+
 /** Options for {@link createStore}. */
 export interface CreateStoreOptions {
   /** Time source of the memory store (and of the Redis store's local cache). */
@@ -31,20 +34,30 @@ export async function createStore(
 ): Promise<CounterStore> {
   const { clock, metrics } = options;
   const memoryLog = options.logger.child({ module: 'memory-store' });
-  const memory = (): CounterStore =>
-    createMemoryStore({
+  const memory = (): CounterStore => {
+    // A key flood evicts on every request: warn at once, then at most once per
+    // LRU_WARNING_INTERVAL_MS with the evictions since the last warning (`count`), so the log
+    // does not grow with the flood. The metric counts every eviction.
+    let unlogged = 0;
+    let loggedAt = -Infinity;
+    return createMemoryStore({
       clock,
       maxKeys: settings.memoryMaxKeys,
       onEvict: (reason, count) => {
         metrics?.evicted(reason, count);
-        if (reason === 'lru') {
-          memoryLog.warn(
-            { count, maxKeys: settings.memoryMaxKeys },
-            'evicted live counters: MEMORY_MAX_KEYS reached',
-          );
-        }
+        if (reason !== 'lru') return;
+        unlogged += count;
+        const now = clock();
+        if (now - loggedAt < LRU_WARNING_INTERVAL_MS) return;
+        memoryLog.warn(
+          { count: unlogged, maxKeys: settings.memoryMaxKeys },
+          'evicted live counters: MEMORY_MAX_KEYS reached',
+        );
+        unlogged = 0;
+        loggedAt = now;
       },
     });
+  };
   const redis = settings.redis;
   if (settings.backendType !== 'redis' || redis === undefined) return memory();
 

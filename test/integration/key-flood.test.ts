@@ -6,8 +6,9 @@
  * in-process (validation, rule matching, counter keys, the store), on a frozen manual clock so no
  * counter expires: every key beyond the cap evicts the least recently used one, so the store
  * holds exactly the cap, `sluice_store_evictions_total{reason="lru"}` (read from the Prometheus
- * text) is exactly keys x counters per key - cap, and the heap after a full GC stays near what it
- * was once the cap was first reached.
+ * text) is exactly keys x counters per key - cap, the heap after a full GC stays near what it
+ * was once the cap was first reached, and the eviction warning is logged once a minute, not once
+ * per request.
  *
  * Redis store: 50,000 distinct keys spread over the four algorithms on a real redis-server; every
  * key sluice wrote has a TTL (SCAN + PTTL: none is -1) no longer than its window, and there are
@@ -21,10 +22,10 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
 import { createManualClock } from '../../src/clock.js';
-import { silentLogger } from '../../src/logging/logger.js';
+import { silentLogger, type Logger } from '../../src/logging/logger.js';
 import type { RateLimitRequest } from '../../src/model.js';
 import { loadSettings } from '../../src/settings.js';
-import { ruleDir } from '../helpers/app.js';
+import { capturingLogger, ruleDir } from '../helpers/app.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 
@@ -74,20 +75,25 @@ const RULES = [
   '',
 ].join('\n');
 
-async function buildApp(env: Record<string, string>, clock?: () => number): Promise<App> {
+async function buildApp(
+  env: Record<string, string>,
+  clock?: () => number,
+  logger: Logger = silentLogger(),
+): Promise<App> {
   const dir = await ruleDir({ 'flood.yaml': RULES });
   const settings = loadSettings(env, { config: [path.join(dir, 'flood.yaml')] });
-  return createApp({ settings, logger: silentLogger(), clock, watch: false });
+  return createApp({ settings, logger, clock, watch: false });
 }
 
 describe('key flood on the memory store (MEMORY_MAX_KEYS=100000)', () => {
   const KEYS = 1_000_000;
   const CAP = 100_000;
   const clock = createManualClock();
+  const log = capturingLogger();
   let app: App;
 
   beforeAll(async () => {
-    app = await buildApp({ MEMORY_MAX_KEYS: String(CAP) }, clock.now);
+    app = await buildApp({ MEMORY_MAX_KEYS: String(CAP) }, clock.now, log.logger);
   });
   afterAll(async () => {
     await app?.close();
@@ -136,6 +142,20 @@ describe('key flood on the memory store (MEMORY_MAX_KEYS=100000)', () => {
     // The first keys were evicted (least recently used): they start again from a full limit.
     const again = await service.shouldRateLimit(request('ip', 0));
     expect(again.statuses[0]!.limitRemaining).toBe(999);
+
+    // The log does not grow with the flood: one warning at the first eviction, the next one a
+    // minute later (store clock) with the evictions since, so the counts add up to the metric.
+    const warnings = () =>
+      log.lines.filter((line) => String(line['msg']).includes('MEMORY_MAX_KEYS reached'));
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0]).toMatchObject({ count: perKey, maxKeys: CAP });
+    clock.advance(60_000);
+    await service.shouldRateLimit(request('ip', KEYS));
+    expect(warnings()).toHaveLength(2);
+    const logged = warnings().reduce((sum, line) => sum + Number(line['count']), 0);
+    const total = sample(await app.metrics.render(), 'sluice_store_evictions_total{reason="lru"}');
+    expect(logged).toBe(total);
+    expect(total).toBe((KEYS + 2) * perKey - CAP);
   }, 600_000);
 });
 
