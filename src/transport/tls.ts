@@ -217,13 +217,17 @@ export function contextOptionsOf(
 /**
  * Whether a client certificate carries `san` as a subject alternative name, as the reference
  * checks `GRPC_CLIENT_TLS_SAN` (Go's hostname verification): an IP address must be one of the
- * certificate's IP SANs; a name must match one of its DNS SANs, where `*.example.com` covers one
- * leftmost label. The subject's common name is never used.
+ * certificate's IP SANs; a name must match one of its DNS SANs, case-insensitively, where
+ * `*.example.com` covers one leftmost label. The subject's common name is never used. Unlike Go,
+ * OpenSSL (which matches here) refuses a wildcard with a single label after it (`*.internal`).
  */
 export function certificateHasSan(certificate: X509Certificate, san: string): boolean {
   if (isIP(san) !== 0) return certificate.checkIP(san) !== undefined;
+  // A fully qualified `name.` is the same name, as in Go.
+  const name = san.endsWith('.') ? san.slice(0, -1) : san;
+  if (name === '') return false;
   return (
-    certificate.checkHost(san, {
+    certificate.checkHost(name, {
       subject: 'never',
       wildcards: true,
       partialWildcards: false,
