@@ -20,6 +20,7 @@ const GRPC_INTEGRATION = [
   'http-health',
   'algorithms-grpc',
   'tls',
+  'grpc-connections',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

@@ -208,6 +208,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     maxReceiveMessageBytes: settings.grpcMaxReceiveMessageBytes,
     health,
     tls,
+    connections: settings.grpcConnections,
   });
 
   let closing: Promise<void> | undefined;

@@ -115,6 +115,26 @@ export interface Settings {
    * `undefined` serves plaintext, as the reference does by default.
    */
   readonly grpcTls: GrpcTlsSettings | undefined;
+  /** Connection limits of the gRPC port (docs/grpc-server.md). */
+  readonly grpcConnections: GrpcConnectionSettings;
+}
+
+/**
+ * Connection limits of the gRPC port, in ms, 0 = never. `GRPC_MAX_CONNECTION_AGE` and
+ * `GRPC_MAX_CONNECTION_AGE_GRACE` are the reference's (same defaults); the keepalive and idle
+ * ones are sluice's, named after grpc-go's server keepalive parameters.
+ */
+export interface GrpcConnectionSettings {
+  /** `GRPC_MAX_CONNECTION_AGE` (default `24h`): GOAWAY a connection this long after it opened. */
+  readonly maxConnectionAgeMs: number;
+  /** `GRPC_MAX_CONNECTION_AGE_GRACE` (default `1h`): then cancel its calls after this. */
+  readonly maxConnectionAgeGraceMs: number;
+  /** `GRPC_KEEPALIVE_TIME` (default `2h`): PING a connection silent this long. */
+  readonly keepaliveTimeMs: number;
+  /** `GRPC_KEEPALIVE_TIMEOUT` (default `20s`): close it when the PING is not answered in this. */
+  readonly keepaliveTimeoutMs: number;
+  /** `GRPC_MAX_CONNECTION_IDLE` (default `0`, never): GOAWAY a connection idle this long. */
+  readonly maxConnectionIdleMs: number;
 }
 
 /** TLS on the gRPC port, with the reference's variable names (docs/operations-tls.md). */
@@ -270,6 +290,21 @@ class Reader {
     return value;
   }
 
+  /** A Go duration (`30s`, `1h`, `0`) in whole ms, at least 0. */
+  duration(name: string, fallback: number): number {
+    const text = this.raw(name);
+    if (text === undefined) return fallback;
+    const ms = goDurationMs(text.trim());
+    // Node's timers take at most 2^31 - 1 ms (about 24.8 days).
+    if (ms === undefined || ms < 0 || ms > 2_147_483_647) {
+      this.problems.push(
+        `${name}=${JSON.stringify(text)}: expected a duration from 0 to 596h, such as 500ms, 30s, 2h or 1h30m`,
+      );
+      return fallback;
+    }
+    return ms;
+  }
+
   ratio(name: string, fallback: number): number {
     const text = this.raw(name);
     if (text === undefined) return fallback;
@@ -371,6 +406,13 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     problemJsonEnabled: r.bool('LIMIT_PROBLEM_JSON_ENABLED', false),
     shutdownDelayMs: r.int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     grpcTls: grpcTlsSettings(r),
+    grpcConnections: {
+      maxConnectionAgeMs: r.duration('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+      maxConnectionAgeGraceMs: r.duration('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+      keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME', 2 * 3_600_000),
+      keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
+      maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
+    },
   };
 
   // A batch larger than the cap could evict its own counters while they are being charged.

@@ -9,6 +9,7 @@ import { createGrpcServer } from './grpc/server.js';
 import { reflectionPackageDefinition } from './grpc/reflection.js';
 import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
+import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
 
 /** Which implementation serves the gRPC port. */
@@ -30,6 +31,8 @@ export interface ServiceServerOptions {
   readonly health?: HealthSignal | undefined;
   /** TLS on the port (`GRPC_SERVER_USE_TLS`, docs/operations-tls.md); `undefined`: plaintext. */
   readonly tls?: ServerTls | undefined;
+  /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: the defaults. */
+  readonly connections?: GrpcConnectionSettings | undefined;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -45,7 +48,7 @@ export interface ServiceServer {
 
 /** Create the server `options.kind` names (not yet listening). */
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
-  const { kind, service, logger, maxReceiveMessageBytes, health, tls } = options;
+  const { kind, service, logger, maxReceiveMessageBytes, health, tls, connections } = options;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -55,8 +58,20 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         health,
         reflection: createReflectionHandler(reflectionPackageDefinition()),
         tls,
+        keepaliveTimeMs: connections?.keepaliveTimeMs,
+        keepaliveTimeoutMs: connections?.keepaliveTimeoutMs,
+        idleTimeoutMs: connections?.maxConnectionIdleMs,
+        maxConnectionAgeMs: connections?.maxConnectionAgeMs,
+        maxConnectionAgeGraceMs: connections?.maxConnectionAgeGraceMs,
       });
     case 'grpc-js':
-      return createGrpcServer({ service, logger, maxReceiveMessageBytes, health, tls });
+      return createGrpcServer({
+        service,
+        logger,
+        maxReceiveMessageBytes,
+        health,
+        tls,
+        connections,
+      });
   }
 }

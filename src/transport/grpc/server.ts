@@ -11,6 +11,7 @@ import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
+import type { GrpcConnectionSettings } from '../../settings.js';
 import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
@@ -40,6 +41,28 @@ export interface GrpcServerOptions {
    * (docs/operations-tls.md). `undefined` serves plaintext.
    */
   readonly tls?: ServerTls | undefined;
+  /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: grpc-js's defaults. */
+  readonly connections?: GrpcConnectionSettings | undefined;
+}
+
+/**
+ * grpc-js channel options for `connections`; a limit of 0 (never) is left out, since grpc-js
+ * reads 0 as "at once" for some of them.
+ */
+export function connectionOptions(
+  connections: GrpcConnectionSettings | undefined,
+): grpc.ServerOptions {
+  if (connections === undefined) return {};
+  const options: grpc.ServerOptions = {};
+  const put = (name: string, ms: number): void => {
+    if (ms > 0) options[name] = ms;
+  };
+  put('grpc.max_connection_age_ms', connections.maxConnectionAgeMs);
+  put('grpc.max_connection_age_grace_ms', connections.maxConnectionAgeGraceMs);
+  put('grpc.keepalive_time_ms', connections.keepaliveTimeMs);
+  put('grpc.keepalive_timeout_ms', connections.keepaliveTimeoutMs);
+  put('grpc.max_connection_idle_ms', connections.maxConnectionIdleMs);
+  return options;
 }
 
 /** A gRPC server that can be started and stopped. */
@@ -87,6 +110,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   };
 
   const server = new grpc.Server({
+    ...connectionOptions(options.connections),
     'grpc.max_receive_message_length': maxReceiveMessageBytes,
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', [RLS_SERVICE_NAME]: 'NOT_SERVING' });
