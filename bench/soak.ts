@@ -89,6 +89,8 @@ export interface SoakSample {
    * server's `ratelimit_service_should_rate_limit_error` increase.
    */
   readonly errors: number;
+  /** {@link errors} by where they were seen. */
+  readonly errorsBy: ErrorsBy;
   /** Live counters in the store (`sluice_store_keys`). */
   readonly keys: number;
   /** Evictions so far (`sluice_store_evictions_total`, every reason). */
@@ -98,6 +100,32 @@ export interface SoakSample {
   /** The machine's 1-minute load average. */
   readonly load1: number;
 }
+
+/** Errors of one slice by where they were seen. */
+export interface ErrorsBy {
+  /** h2load calls done but not succeeded (no HTTP 2xx: reset streams, refused connections). */
+  readonly h2load: number;
+  /** Churn calls not sent because 256 were already in flight (the client fell behind). */
+  readonly churnSkipped: number;
+  /** Churn calls cancelled after 10 s without an answer. */
+  readonly churnTimedOut: number;
+  /** Churn calls closed without any grpc-status (stream or connection error). */
+  readonly churnNoStatus: number;
+  /** Churn calls answered with a grpc-status other than 0. */
+  readonly churnBadStatus: number;
+  /** The server's own count: `ratelimit_service_should_rate_limit_error` plus internal errors. */
+  readonly server: number;
+}
+
+/** The keys of {@link ErrorsBy}. */
+export const ERROR_KINDS = [
+  'h2load',
+  'churnSkipped',
+  'churnTimedOut',
+  'churnNoStatus',
+  'churnBadStatus',
+  'server',
+] as const satisfies readonly (keyof ErrorsBy)[];
 
 /** The verdict and the figures it rests on. */
 export interface SoakVerdict {
@@ -365,7 +393,10 @@ function frameFor(sluice: Sluice, i: number): Buffer {
  */
 class Churn {
   ok = 0;
-  errors = 0;
+  skipped = 0;
+  timedOut = 0;
+  noStatus = 0;
+  badStatus = 0;
   private next = 10_000_000;
   private inFlight = 0;
   private readonly session: http2.ClientHttp2Session;
@@ -386,7 +417,7 @@ class Churn {
       while (sent < due) {
         sent++;
         if (this.inFlight >= 256) {
-          this.errors++;
+          this.skipped++;
           continue;
         }
         this.call();
@@ -409,13 +440,29 @@ class Churn {
     });
     stream.on('data', () => {});
     stream.on('error', () => {});
-    stream.setTimeout(10_000, () => stream.close(http2.constants.NGHTTP2_CANCEL));
+    let timedOut = false;
+    stream.setTimeout(10_000, () => {
+      timedOut = true;
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    });
     stream.on('close', () => {
       this.inFlight--;
       if (status === '0') this.ok++;
-      else this.errors++;
+      else if (timedOut) this.timedOut++;
+      else if (status === '') this.noStatus++;
+      else this.badStatus++;
     });
     stream.end(frameFor(this.sluice, this.next++));
+  }
+
+  /** Every failure so far, by kind. */
+  failures(): Omit<ErrorsBy, 'h2load' | 'server'> {
+    return {
+      churnSkipped: this.skipped,
+      churnTimedOut: this.timedOut,
+      churnNoStatus: this.noStatus,
+      churnBadStatus: this.badStatus,
+    };
   }
 
   close(): void {
@@ -493,7 +540,22 @@ export function judge(samples: readonly SoakSample[], warmupMinutes: number): So
   );
   const errors = samples.reduce((a, s) => a + s.errors, 0);
   pass &&= errors === 0;
-  lines.push(`${errors === 0 ? 'ok  ' : 'FAIL'} errors: ${errors} over the whole run`);
+  const by = new Map<string, number>();
+  for (const sample of samples) {
+    for (const kind of ERROR_KINDS) {
+      const n = sample.errorsBy[kind];
+      if (n > 0) by.set(kind, (by.get(kind) ?? 0) + n);
+    }
+  }
+  const where = [...by].map(([kind, n]) => `${kind} ${n}`).join(', ');
+  const when = samples
+    .filter((s) => s.errors > 0)
+    .map((s) => `${s.errors} at minute ${s.minute.toFixed(1)}`)
+    .join(', ');
+  lines.push(
+    `${errors === 0 ? 'ok  ' : 'FAIL'} errors: ${errors} over the whole run` +
+      (errors === 0 ? '' : ` (${where}; ${when})`),
+  );
   const rates = samples.map((s) => s.achieved / s.offered);
   lines.push(
     `info achieved/offered: median ${(medianOf(rates) * 100).toFixed(1)}%, lowest ` +
@@ -709,7 +771,7 @@ async function main(): Promise<void> {
     }
     let cpuBefore = processCpuMs(server.pid);
     let churnOk = churn.ok;
-    let churnErrors = churn.errors;
+    let churnFailures = churn.failures();
     let sliceStart = performance.now();
     for (let i = 1; i <= slices && Date.now() < deadline; i++) {
       await fs.writeFile(frameFile, frameFor(sluice, i));
@@ -727,7 +789,15 @@ async function main(): Promise<void> {
       const failed = (m: Map<string, number>): number =>
         (m.get('ratelimit_service_should_rate_limit_error') ?? 0) +
         (m.get('sluice_should_rate_limit_calls_total{result="internal"}') ?? 0);
-      const serverErrors = failed(after) - failed(before);
+      const churnNow = churn.failures();
+      const errorsBy: ErrorsBy = {
+        h2load: run.done - run.succeeded,
+        churnSkipped: churnNow.churnSkipped - churnFailures.churnSkipped,
+        churnTimedOut: churnNow.churnTimedOut - churnFailures.churnTimedOut,
+        churnNoStatus: churnNow.churnNoStatus - churnFailures.churnNoStatus,
+        churnBadStatus: churnNow.churnBadStatus - churnFailures.churnBadStatus,
+        server: failed(after) - failed(before),
+      };
       const sample: SoakSample = {
         minute: (now - phaseStart) / 60_000,
         rssMb: rssMb(server.pid),
@@ -737,7 +807,8 @@ async function main(): Promise<void> {
         offered,
         achieved: run.done / run.seconds,
         churnPerSec: (churn.ok - churnOk) / wallS,
-        errors: run.done - run.succeeded + (churn.errors - churnErrors) + serverErrors,
+        errors: ERROR_KINDS.reduce((a, kind) => a + errorsBy[kind], 0),
+        errorsBy,
         keys: after.get('sluice_store_keys') ?? NaN,
         evictions: after.get('sluice_store_evictions_total') ?? NaN,
         cpuPct: ((cpu - cpuBefore) / (wallS * 1000)) * 100,
@@ -747,7 +818,7 @@ async function main(): Promise<void> {
       before = after;
       cpuBefore = cpu;
       churnOk = churn.ok;
-      churnErrors = churn.errors;
+      churnFailures = churnNow;
       sliceStart = now;
       if (i % 6 === 0 || i === slices) {
         progress(

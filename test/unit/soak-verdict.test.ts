@@ -11,6 +11,15 @@ import {
   type SoakSample,
 } from '../../bench/soak.js';
 
+const NO_ERRORS: SoakSample['errorsBy'] = {
+  h2load: 0,
+  churnSkipped: 0,
+  churnTimedOut: 0,
+  churnNoStatus: 0,
+  churnBadStatus: 0,
+  server: 0,
+};
+
 /** 30 minutes of 10 s samples, flat unless `change` says otherwise. */
 function samples(change: (minute: number, i: number) => Partial<SoakSample> = () => ({})) {
   return Array.from({ length: 180 }, (_, i): SoakSample => {
@@ -25,6 +34,7 @@ function samples(change: (minute: number, i: number) => Partial<SoakSample> = ()
       achieved: 1000,
       churnPerSec: 200,
       errors: 0,
+      errorsBy: { ...NO_ERRORS },
       keys: 100_000,
       evictions: 5_000,
       cpuPct: 60,
@@ -82,12 +92,16 @@ describe('soak verdict', () => {
         10,
       ).pass,
     ).toBe(true);
-    expect(
-      judge(
-        samples((_, i) => ({ errors: i === 3 ? 1 : 0 })),
-        10,
-      ).pass,
-    ).toBe(false);
+    const failing = judge(
+      samples((_, i) =>
+        i === 3 ? { errors: 3, errorsBy: { ...NO_ERRORS, h2load: 1, churnTimedOut: 2 } } : {},
+      ),
+      10,
+    );
+    expect(failing.pass).toBe(false);
+    expect(failing.lines).toContain(
+      'FAIL errors: 3 over the whole run (h2load 1, churnTimedOut 2; 3 at minute 0.7)',
+    );
   });
 
   it('refuses to judge a run with too few samples after warm-up', () => {
