@@ -87,7 +87,7 @@ export default defineConfig({
       {
         test: {
           name: 'e2e-grpc-js',
-          include: ['test/e2e/envoy.test.ts'],
+          include: ['test/e2e/envoy.test.ts', 'test/e2e/envoy-tls.test.ts'],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
