@@ -623,17 +623,18 @@ function niceScale(max: number): { top: number; step: number } {
 }
 
 /**
- * The SVG: two panels against minutes: RSS and heap used (MB), and slice p99 (ms), with the
- * warm-up shaded.
+ * The SVG: three panels against minutes, with the warm-up shaded: RSS and heap used (MB); slice
+ * p99 and p50 (ms); offered and achieved calls/s with the machine's load average (x1000, so a
+ * load of 2 on the 2-core machine sits at 2k).
  */
 export function renderSoakChart(result: SoakResult): string {
   const width = 760;
   const panelH = 200;
   const m = { left: 70, right: 150, top: 40, gap: 50, bottom: 50 };
-  const height = m.top + panelH * 2 + m.gap + m.bottom;
+  const height = m.top + panelH * 3 + m.gap * 2 + m.bottom;
   const plotW = width - m.left - m.right;
   const samples = result.samples;
-  const x = niceScale(Math.max(1, ...samples.map((s) => s.minute)));
+  const x = niceScale(Math.max(1, result.options.minutes, ...samples.map((s) => s.minute)));
   const px = (v: number): number => m.left + (v / x.top) * plotW;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
@@ -691,6 +692,11 @@ export function renderSoakChart(result: SoakResult): string {
   panel(top2, 'latency, ms', [
     { name: 'p99 (slice)', color: '#d62728', pick: (s) => s.p99Ms },
     { name: 'p50 (slice)', color: '#ff9896', pick: (s) => s.p50Ms },
+  ]);
+  panel(top2 + panelH + m.gap, 'calls/s', [
+    { name: 'offered', color: '#7f7f7f', pick: (s) => s.offered },
+    { name: 'achieved', color: '#9467bd', pick: (s) => s.achieved },
+    { name: 'load avg x1000', color: '#ff7f0e', pick: (s) => s.load1 * 1000 },
   ]);
   out.push(
     `<text x="${m.left + plotW / 2}" y="${height - 14}" text-anchor="middle">minutes at fixed rate (shaded: warm-up, not judged)</text>`,

@@ -110,7 +110,7 @@ describe('soak verdict', () => {
     expect(verdict.lines[0]).toMatch(/run longer/);
   });
 
-  it('summarises every 5 minutes and draws both panels', () => {
+  it('summarises every 5 minutes and draws the three panels', () => {
     const all = samples();
     const table = summaryTable(all).split('\n');
     // Header, rule, minutes 0 (the first sample), 5, 10, 15, 20, 25, 30.
@@ -133,8 +133,9 @@ describe('soak verdict', () => {
       samples: all,
       verdict: judge(all, 10),
     });
-    expect(svg.match(/<polyline /g)).toHaveLength(4);
+    expect(svg.match(/<polyline /g)).toHaveLength(7);
     expect(svg).toContain('memory, MB');
     expect(svg).toContain('latency, ms');
+    expect(svg).toContain('calls/s');
   });
 });
