@@ -23,8 +23,11 @@ export const REDACTED = '[redacted]';
  * The `user:password@` part of a URL: after a scheme anywhere, or at the start of the value or of
  * a comma-separated item even without a scheme (`user:pass@host:6379`, a mistyped REDIS_URL that
  * the error refusing it would otherwise quote). Group 1 is what precedes it, group 2 the userinfo.
+ * The scheme is at most 32 characters: unbounded, a long value without `://` took time quadratic
+ * in its length (0.9 s for 10,000 characters).
  */
-const USERINFO = /((?:^|,)\s*(?:[a-z][a-z0-9+.-]*:\/\/)?|[a-z][a-z0-9+.-]*:\/\/)([^@/\s,]*)@/gi;
+const USERINFO =
+  /((?:^|,)\s*(?:[a-z][a-z0-9+.-]{0,31}:\/\/)?|[a-z][a-z0-9+.-]{0,31}:\/\/)([^@/\s,]*)@/gi;
 
 /**
  * `url` (or a comma-separated list of URLs, as `REDIS_URL` allows for clusters) with any
