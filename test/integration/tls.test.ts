@@ -356,7 +356,7 @@ describe.skipIf(requirement.skip)(`certificate reload (GRPC_SERVER=${SERVER})`, 
 
   it('picks up a rotated server certificate for new connections without a restart', async () => {
     await start();
-    // A connection opened before the rotation keeps working on the certificate it got.
+    // A client connected before the rotation keeps working after it.
     const before = tlsClient(pki, running.port, pki.client);
     expect(
       (await before.shouldRateLimit(rlsRequest('tls', [{ user: 'early' }]))).overall_code,
