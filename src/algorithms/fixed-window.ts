@@ -79,4 +79,13 @@ export function result(
 }
 
 /** `fixed_window` as the common {@link CounterAlgorithm} steps. */
-export const fixedWindow: CounterAlgorithm = { refresh, hasRoom, charge, result };
+export const fixedWindow: CounterAlgorithm = {
+  refresh,
+  hasRoom,
+  charge,
+  result,
+  // The counted window [stampMs, emptyAtMs) is one window long.
+  impliedFirst(state, params) {
+    return state.emptyAtMs === 0 ? 0 : state.emptyAtMs - params.windowMs;
+  },
+};

@@ -103,4 +103,13 @@ function waitForRoomMs(
 }
 
 /** `sliding_log` as the common {@link CounterAlgorithm} steps. */
-export const slidingLog: CounterAlgorithm = { refresh, hasRoom, charge, result };
+export const slidingLog: CounterAlgorithm = {
+  refresh,
+  hasRoom,
+  charge,
+  result,
+  // One timestamp `t` left: the newest, so `emptyAtMs` is t + W. `stampMs` is never set.
+  impliedFirst(state, params) {
+    return state.length === 1 ? state.emptyAtMs - params.windowMs : 0;
+  },
+};

@@ -212,4 +212,10 @@ export const slidingWindow: CounterAlgorithm = {
   result(state, nowMs, hits, params, overLimit, out) {
     return result(state, nowMs, hits, params.limit, params.windowMs, overLimit, out);
   },
+  // One bucket `i` left: it expires at (i + EXPIRY_SPAN) x b. `stampMs` is never set.
+  impliedFirst(state, params) {
+    if (state.length !== 1) return 0;
+    const bucketMs = bucketMsFor(params.windowMs);
+    return state.emptyAtMs / bucketMs - EXPIRY_SPAN;
+  },
 };

@@ -145,4 +145,14 @@ export function result(
 }
 
 /** `token_bucket` as the common {@link CounterAlgorithm} steps. */
-export const tokenBucket: CounterAlgorithm = { refresh, hasRoom, charge, result };
+export const tokenBucket: CounterAlgorithm = {
+  refresh,
+  hasRoom,
+  charge,
+  result,
+  // `emptyAtMs` is TAT rounded up to a whole ms: `stampMs`, plus 1 when a fraction (`total`) is left.
+  impliedFirst(state) {
+    if (state.emptyAtMs === 0) return 0;
+    return state.total > 0 ? state.emptyAtMs - 1 : state.emptyAtMs;
+  },
+};

@@ -110,4 +110,12 @@ export interface CounterAlgorithm {
     overLimit: boolean,
     out: AlgorithmResult,
   ): AlgorithmResult;
+  /**
+   * For a state with at most one stored pair: the one number besides `total`, `emptyAtMs` and
+   * `length` that the other steps leave in it, as those imply it: `stampMs` when `length` is 0,
+   * the first number of the stored pair when `length` is 1 (its second is then `total`). A store
+   * may keep a quiet counter as just `total`, `emptyAtMs` and `length` and rebuild the rest with
+   * this; it must check, when it stores a state, that this gives back the real number.
+   */
+  impliedFirst(state: CounterState, params: LimitParams): number;
 }

@@ -4,17 +4,17 @@
  * Layout (docs/operations.md, capacity planning): one `Map` from counter key to a slot number,
  * and the counters of every slot in columns of typed arrays, so a quiet counter costs a few
  * dozen bytes next to its key instead of a JavaScript object, an array and their headers:
- * - `total`, `emptyAt`, `x` (Float64): the algorithm state's `total` and `emptyAtMs`, and either
- *   its `stampMs` (fixed window, token bucket) or the bucket/timestamp of its one stored pair
- *   (sliding window, sliding log with one pair, whose count is then `total`);
- * - `meta` (Uint8): which of those two shapes, or {@link WIDE} (a counter with several stored
- *   pairs keeps its whole state object in a side `Map`: busy counters only), plus a "used since
- *   the clock hand last passed" bit;
+ * - `total`, `emptyAt` (Float64): the algorithm state's `total` and `emptyAtMs`;
+ * - `meta` (Uint8): the state's shape: no stored pair, or one pair (sliding window or log), or
+ *   {@link WIDE} (several pairs: the whole state object lives in a side `Map`; busy counters
+ *   only); plus a "used since the clock hand last passed" bit;
  * - `limit` (Uint32): the limit of the last charge, for the debug view.
- * Free slots are chained through `x`. The algorithms (src/algorithms) work on `CounterState`
- * objects: `apply()` loads each counter of the batch into a reused scratch state, runs the steps,
- * and writes the state back. The whole check-then-charge runs synchronously, so it is atomic
- * with respect to every other call.
+ * What else a quiet state holds (`stampMs`, or the first number of its one pair, whose second is
+ * `total`) is implied by those (`CounterAlgorithm.impliedFirst`); a state for which it is not
+ * is kept {@link WIDE}. Free slots are chained through `total`. The algorithms (src/algorithms)
+ * work on `CounterState` objects: `apply()` loads each counter of the batch into a reused
+ * scratch state, runs the steps, and writes the state back. The whole check-then-charge runs
+ * synchronously, so it is atomic with respect to every other call.
  *
  * Memory stays bounded two ways, neither of which ever scans the whole map at once:
  * - idle reclaim: a cursor walks the map a few entries per `apply()` call (and a bounded batch
@@ -129,9 +129,9 @@ function newResult(): CounterResult {
 /** Stands in for a counter that does not exist (and is not created): nothing counted. */
 const EMPTY: CounterState = createCounterState();
 
-/** Shape of a slot with no stored pair: `x` is the state's `stampMs`. */
+/** Shape of a slot with no stored pair (`stampMs` implied). */
 const FLAT = 0;
-/** Shape of a slot with one stored pair: `x` is its first number, `total` its second. */
+/** Shape of a slot with one stored pair (its first number implied, its second is `total`). */
 const ONE_PAIR = 1;
 /** Shape of a slot whose state object lives in the side map (several stored pairs). */
 const WIDE = 2;
@@ -164,12 +164,11 @@ class MemoryStore implements CounterStore {
   private capacity = 0;
   private total = new Float64Array(0);
   private emptyAt = new Float64Array(0);
-  private x = new Float64Array(0);
   private meta = new Uint8Array(0);
   private limit = new Uint32Array(0);
   /** Slots below this have been handed out at least once. */
   private used = 0;
-  /** First free slot below `used` (chained through `x`), or NONE. */
+  /** First free slot below `used` (chained through `total`), or NONE. */
   private freeHead = NONE;
 
   /** The idle-reclaim cursor. */
@@ -271,7 +270,6 @@ class MemoryStore implements CounterStore {
     this.freeHead = NONE;
     this.total = new Float64Array(0);
     this.emptyAt = new Float64Array(0);
-    this.x = new Float64Array(0);
     this.meta = new Uint8Array(0);
     this.limit = new Uint32Array(0);
     return Promise.resolve();
@@ -315,7 +313,7 @@ class MemoryStore implements CounterStore {
       if (first === i) {
         let slot = slots.get(key) ?? NONE;
         if (slot !== NONE) {
-          state = this.load(slot, i);
+          state = this.load(slot, i, spec);
           ALGORITHM_STEPS[spec.algorithm].refresh(state, now, spec);
           if (state.emptyAtMs <= now) {
             // Expired: forget it now, so a rejected request does not keep it and the cap's
@@ -361,7 +359,7 @@ class MemoryStore implements CounterStore {
           // The first spec on this key owns the new slot; later duplicates share its state.
           const slot = this.insert(spec.key, now);
           slotOf[first] = slot;
-          state = this.load(slot, first);
+          state = this.load(slot, first, spec);
           states[first] = state;
         }
         states[i] = state;
@@ -392,7 +390,7 @@ class MemoryStore implements CounterStore {
     // Write every counter back to its columns, and drop references so the scratch never keeps
     // a deleted counter alive.
     for (let i = 0; i < count; i++) {
-      if (firstOf[i] === i && slotOf[i] !== NONE) this.save(slotOf[i]!, states[i]!);
+      if (firstOf[i] === i && slotOf[i] !== NONE) this.save(slotOf[i]!, states[i]!, specs[i]!);
     }
     for (let i = 0; i < count; i++) states[i] = undefined;
     this.batchCount = 0;
@@ -402,9 +400,9 @@ class MemoryStore implements CounterStore {
   }
 
   /** The state of `slot`: its wide state object, or scratch state `at` loaded from the columns. */
-  private load(slot: number, at: number): CounterState {
-    const kind = this.meta[slot]! & SHAPE;
-    if (kind === WIDE) return this.wide.get(slot)!;
+  private load(slot: number, at: number, spec: CounterSpec): CounterState {
+    const shape = this.meta[slot]! & SHAPE;
+    if (shape === WIDE) return this.wide.get(slot)!;
     let state = this.scratch[at];
     let ring = this.scratchRings[at];
     if (state === undefined || ring === undefined) {
@@ -417,44 +415,50 @@ class MemoryStore implements CounterStore {
     state.head = 0;
     state.total = this.total[slot]!;
     state.emptyAtMs = this.emptyAt[slot]!;
-    if (kind === ONE_PAIR) {
-      state.length = 1;
-      state.stampMs = 0;
-      ring[0] = this.x[slot]!;
+    state.stampMs = 0;
+    ring[0] = 0;
+    ring[1] = 0;
+    state.length = shape === ONE_PAIR ? 1 : 0;
+    const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
+    if (shape === ONE_PAIR) {
+      ring[0] = first;
       ring[1] = state.total;
     } else {
-      state.length = 0;
-      state.stampMs = this.x[slot]!;
-      ring[0] = 0;
-      ring[1] = 0;
+      state.stampMs = first;
     }
     return state;
   }
 
-  /** Write `state` (as {@link load} returned it, then changed) back to the columns of `slot`. */
-  private save(slot: number, state: CounterState): void {
+  /**
+   * Write `state` (as {@link load} returned it, then changed) back to the columns of `slot`,
+   * keeping it {@link WIDE} when the columns cannot hold it.
+   */
+  private save(slot: number, state: CounterState, spec: CounterSpec): void {
     this.total[slot] = state.total;
     this.emptyAt[slot] = state.emptyAtMs;
     const meta = this.meta[slot]!;
     if ((meta & SHAPE) === WIDE) return;
     const used = meta & USED;
     const length = state.length;
-    if (length === 0) {
-      this.meta[slot] = FLAT | used;
-      this.x[slot] = state.stampMs;
-      return;
-    }
-    if (length === 1 && state.stampMs === 0) {
+    if (length <= 1) {
+      const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
+      if (length === 0 && state.stampMs === first) {
+        this.meta[slot] = FLAT | used;
+        return;
+      }
       const at = state.head << 1;
-      if (state.ring[at + 1] === state.total) {
+      if (
+        length === 1 &&
+        state.stampMs === 0 &&
+        state.ring[at] === first &&
+        state.ring[at + 1] === state.total
+      ) {
         this.meta[slot] = ONE_PAIR | used;
-        this.x[slot] = state.ring[at]!;
         return;
       }
     }
-    // Several pairs: the state becomes the slot's own object (the scratch keeps its ring).
-    const own = cloneCounterState(state);
-    this.wide.set(slot, own);
+    // Several pairs (or numbers the columns do not imply): the slot gets its own state object.
+    this.wide.set(slot, cloneCounterState(state));
     this.meta[slot] = WIDE | used;
   }
 
@@ -466,14 +470,13 @@ class MemoryStore implements CounterStore {
     key.charCodeAt(0);
     let slot = this.freeHead;
     if (slot !== NONE) {
-      this.freeHead = this.x[slot]!;
+      this.freeHead = this.total[slot]!;
     } else {
       if (this.used === this.capacity) this.grow();
       slot = this.used++;
     }
     this.total[slot] = 0;
     this.emptyAt[slot] = 0;
-    this.x[slot] = 0;
     this.meta[slot] = FLAT | USED;
     this.limit[slot] = 0;
     this.slots.set(key, slot);
@@ -488,7 +491,6 @@ class MemoryStore implements CounterStore {
     );
     this.total = widen(this.total, new Float64Array(capacity));
     this.emptyAt = widen(this.emptyAt, new Float64Array(capacity));
-    this.x = widen(this.x, new Float64Array(capacity));
     this.meta = widen(this.meta, new Uint8Array(capacity));
     this.limit = widen(this.limit, new Uint32Array(capacity));
     this.capacity = capacity;
@@ -504,7 +506,8 @@ class MemoryStore implements CounterStore {
     this.slots.delete(key);
     if ((this.meta[slot]! & SHAPE) === WIDE) this.wide.delete(slot);
     this.meta[slot] = FLAT;
-    this.x[slot] = this.freeHead;
+    this.total[slot] = this.freeHead;
+    this.emptyAt[slot] = 0;
     this.freeHead = slot;
   }
 
