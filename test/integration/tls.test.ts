@@ -176,13 +176,17 @@ describe.skipIf(requirement.skip)(`mTLS on the gRPC port (GRPC_SERVER=${SERVER})
   let pki: Pki;
   let secret: string;
   let running: RunningApp;
+  let log: ReturnType<typeof capturingLogger>;
 
   beforeAll(async () => {
     if (requirement.reason !== undefined)
       throw new Error(`${requirement.reason} (required under CI)`);
     pki = makePki();
     secret = makeSecret(pki, pki.server);
-    running = await startApp([await ruleDir({ 'tls.yaml': RULES })], mtlsEnv(secret));
+    log = capturingLogger();
+    running = await startApp([await ruleDir({ 'tls.yaml': RULES })], mtlsEnv(secret), {
+      logger: log.logger,
+    });
     // `sluice query` runs from dist/.
     ensureBuilt();
   }, 240_000);
@@ -222,6 +226,14 @@ describe.skipIf(requirement.skip)(`mTLS on the gRPC port (GRPC_SERVER=${SERVER})
     // The lean server closes the connection (GOAWAY INADEQUATE_SECURITY) as the reference fails
     // the handshake; grpc-js has no connection hook and answers each call UNAUTHENTICATED.
     expect(code).toBe(SERVER === 'lean' ? grpc.status.UNAVAILABLE : grpc.status.UNAUTHENTICATED);
+    // Refused again: logged once per certificate, at warn, naming the SAN it lacks.
+    await failedCode(tlsClient(pki, running.port, pki.wrongSan), 'intruder');
+    const warnings = log.lines.filter((line) =>
+      String(line['msg']).startsWith('client certificate lacks the SAN'),
+    );
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.['level']).toBe(40);
+    expect(warnings[0]?.['requiredSan']).toBe(CLIENT_SAN);
     expect(await callOnce(tlsClient(pki, running.port, pki.client), 'intruder')).toBe('OK');
   });
 

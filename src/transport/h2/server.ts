@@ -200,6 +200,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
         });
   /** Stops applying TLS reloads (at close). */
   let stopTlsReload: (() => void) | undefined;
+  /** Fingerprints of client certificates whose refusal (missing SAN) was logged. */
+  const refusalsLogged = new Set<string>();
   if (tls !== undefined) {
     const secure = server as http2.Http2SecureServer;
     // New connections get the new context; open ones keep the one they shook hands with.
@@ -263,6 +265,12 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     const socket = session.socket as TLSSocket;
     const certificate = socket.getPeerX509Certificate();
     if (serverTls.clientAllowed(certificate)) return true;
+    session.destroy(undefined, NGHTTP2_INADEQUATE_SECURITY);
+    // Once per certificate: a client that keeps reconnecting must not flood the log.
+    const fingerprint = certificate?.fingerprint256 ?? '';
+    if (refusalsLogged.has(fingerprint)) return false;
+    if (refusalsLogged.size >= 1_000) refusalsLogged.clear();
+    refusalsLogged.add(fingerprint);
     logger.warn(
       {
         remoteAddress: socket.remoteAddress,
@@ -270,9 +278,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
         subjectAltName: certificate?.subjectAltName,
         requiredSan: serverTls.settings.clientSan,
       },
-      'client certificate lacks the SAN GRPC_CLIENT_TLS_SAN requires; connection closed',
+      'client certificate lacks the SAN GRPC_CLIENT_TLS_SAN requires; its connections are closed',
     );
-    session.destroy(undefined, NGHTTP2_INADEQUATE_SECURITY);
     return false;
   }
 
