@@ -1,8 +1,8 @@
 /**
  * Redis clients from the `REDIS_*` settings (src/stores/redis/connect.ts) and the store factory
  * (src/stores/index.ts), against real `redis-server` processes: TCP, URL with credentials and a
- * database, password and ACL user auth, unix socket, Sentinel and Cluster; every client fails fast
- * (no offline queue, REDIS_TIMEOUT on commands). Servers start lazily in the tests that need
+ * database, password and ACL user auth, unix socket; every client fails fast (no offline queue,
+ * REDIS_TIMEOUT on commands). Sentinel and Cluster clients: redis-client-topologies.test.ts. Servers start lazily in the tests that need
  * them, so a run filtered to one test starts only its own.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,20 +18,11 @@ import { loadSettings, type RedisConnectionSettings } from '../../src/settings.j
 import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createStore } from '../../src/stores/index.js';
 import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
-import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
+import type { RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
-import {
-  adminClient,
-  requireRedis,
-  startRedis,
-  startRedisCluster,
-  startRedisSentinel,
-  type RedisCluster,
-  type RedisSentinelSetup,
-  type RedisServer,
-} from '../helpers/redis.js';
+import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 
-const requirement = requireRedis('redis clients', true);
+const requirement = requireRedis('redis clients');
 const group = useProcessGroup();
 const clients: RedisClient[] = [];
 
@@ -64,8 +55,6 @@ group.onCleanup(() => rmSync(socketDir, { recursive: true, force: true }));
 const overSocket = lazy<RedisServer>(() =>
   startRedis(group, { args: ['--unixsocket', path.join(socketDir, 'redis.sock')] }),
 );
-const cluster = lazy<RedisCluster>(() => startRedisCluster(group));
-const sentinel = lazy<RedisSentinelSetup>(() => startRedisSentinel(group));
 
 function settings(more: Partial<RedisConnectionSettings>): RedisConnectionSettings {
   return {
@@ -183,54 +172,6 @@ describe.skipIf(requirement.skip)('createRedisClient', () => {
     } finally {
       server.proc.child.kill('SIGCONT');
       await server.stop();
-    }
-  });
-
-  it('a cluster from a node list: one store call per slot, every counter counted', async () => {
-    const { url, nodes } = await cluster();
-    const made = client({ url: ` ${url.replaceAll(',', ' , ')} ,`, type: 'cluster' });
-    expect(await waitUntilReady(made, 10_000)).toBe(true);
-    const clock = createManualClock(1_699_999_980_000);
-    for (const prefix of ['c:', 'c{x}:']) {
-      const store = createRedisStore({
-        client: made,
-        keyPrefix: prefix,
-        timeoutMs: 5_000,
-        scriptClock: clock.now,
-        ttlGraceMs: 3_600_000,
-      });
-      // Keys of many descriptors land on all three masters.
-      const specs = Array.from({ length: 30 }, (_, i) => spec(`fw|60000|d|k=${i}`, 1, 2));
-      expect((await store.apply(specs)).results.map((r) => r.remaining)).toEqual(
-        specs.map(() => 1),
-      );
-      const again = await store.apply([...specs, spec('fw|60000|d|k=0', 1, 2)]);
-      expect(again.admitted).toBe(false);
-      expect(again.results.map((r) => r.overLimit)).toEqual([...specs.map(() => false), true]);
-      expect(again.results.at(-1)!.remaining).toBe(0);
-    }
-    let held = 0;
-    for (const node of nodes) {
-      const admin = adminClient(node.port);
-      try {
-        held += (await admin.keys('c*')).length;
-      } finally {
-        admin.disconnect();
-      }
-    }
-    expect(held).toBe(60);
-  });
-
-  it('Sentinel: finds the master by name', async () => {
-    const setup = await sentinel();
-    const made = client({ url: setup.url, type: 'sentinel' });
-    expect(await waitUntilReady(made, 10_000)).toBe(true);
-    await made.set('sluice-sentinel-test', 'y');
-    const admin = adminClient(setup.master.port);
-    try {
-      expect(await admin.get('sluice-sentinel-test')).toBe('y');
-    } finally {
-      admin.disconnect();
     }
   });
 });
