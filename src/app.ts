@@ -200,6 +200,7 @@ export async function createApp(options: AppOptions): Promise<App> {
           settings: settings.grpcTls,
           initial: tlsMaterial,
           logger: logger.child({ module: 'tls' }),
+          metrics: metrics.tls,
         });
   const grpcServer = createServiceServer({
     kind: settings.grpcServer,

@@ -59,6 +59,14 @@ export interface StoreMetricsSink {
   fallback(policy: string): void;
 }
 
+/** What the gRPC port's TLS reports (docs/operations-tls.md). None of the methods may throw. */
+export interface TlsMetricsSink {
+  /** A changed set of TLS files was `applied`, or `refused` (counted once per broken content). */
+  reload(result: 'applied' | 'refused'): void;
+  /** The certificate serving new connections now: its serial and end of validity (epoch ms). */
+  serving(serialNumber: string, notAfterMs: number): void;
+}
+
 /** Options for {@link createMetrics}. */
 export interface MetricsOptions {
   /** `NEAR_LIMIT_RATIO` (0..1). */
@@ -77,6 +85,8 @@ export interface Metrics {
   readonly service: ServiceCounters;
   /** The sink stores report to. */
   readonly store: StoreMetricsSink;
+  /** The sink the gRPC port's TLS reports to. */
+  readonly tls: TlsMetricsSink;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
   /** The stats of one stats key, created on first use. */
@@ -114,6 +124,8 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_store_local_cache_over_limit_total',
   'sluice_store_fallback_total',
   'sluice_store_keys',
+  'sluice_tls_reloads_total',
+  'sluice_tls_certificate_expiry_timestamp_seconds',
 ];
 
 /** The labels of a stats key as the reference's default Prometheus mapping derives them. */
@@ -355,9 +367,43 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
   });
 
+  const tlsReloads = { applied: 0, refused: 0 };
+  let tlsServing: { serialNumber: string; notAfterMs: number } | undefined;
+  new Counter({
+    name: 'sluice_tls_reloads_total',
+    help: 'Changed TLS files of the gRPC port: applied, or refused (the previous certificate kept serving)',
+    labelNames: ['result'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ result: 'applied' }, tlsReloads.applied);
+      this.inc({ result: 'refused' }, tlsReloads.refused);
+    },
+  });
+  new Gauge({
+    name: 'sluice_tls_certificate_expiry_timestamp_seconds',
+    help: 'End of validity (Unix seconds) of the gRPC port certificate serving new connections, by serial; absent without TLS',
+    labelNames: ['serial'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (tlsServing !== undefined) {
+        this.set({ serial: tlsServing.serialNumber }, Math.floor(tlsServing.notAfterMs / 1000));
+      }
+    },
+  });
+
   return {
     registry,
     service,
+    tls: {
+      reload(result) {
+        tlsReloads[result]++;
+      },
+      serving(serialNumber, notAfterMs) {
+        tlsServing = { serialNumber, notAfterMs };
+      },
+    },
     store: {
       evicted(reason, count) {
         evictions[reason] += count;

@@ -15,6 +15,7 @@ import { dirname, resolve } from 'node:path';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../logging/logger.js';
+import type { TlsMetricsSink } from '../metrics/metrics.js';
 import type { GrpcTlsSettings } from '../settings.js';
 
 /** What identifies a certificate in logs and tests. */
@@ -252,6 +253,8 @@ export interface ServerTlsOptions {
   readonly pollIntervalMs?: number;
   /** Quiet time after a file system event before the files are read, in ms (default 100). */
   readonly debounceMs?: number;
+  /** Where reloads and the serving certificate's expiry are counted; `undefined`: nowhere. */
+  readonly metrics?: TlsMetricsSink | undefined;
 }
 
 /** The gRPC port's TLS: the current material, its changes, and the client SAN check. */
@@ -316,6 +319,10 @@ export function createServerTls(options: ServerTlsOptions): ServerTls {
   let again = false;
   let debounce: NodeJS.Timeout | undefined;
 
+  const metrics = options.metrics;
+  const reportServing = (material: TlsMaterial): void =>
+    metrics?.serving(material.leaf.serialNumber, new Date(material.leaf.validTo).getTime());
+  reportServing(current);
   for (const warning of current.warnings) logger.warn({ files }, warning);
 
   const schedule = (): void => {
@@ -371,6 +378,7 @@ export function createServerTls(options: ServerTlsOptions): ServerTls {
     const checked = checkMaterial(settings, bytes, new Date());
     if (problems.length > 0 || checked.material === undefined) {
       failedDigest = digest;
+      metrics?.reload('refused');
       logger.error(
         { problems: [...problems, ...(checked.problems ?? [])], serving: current.leaf },
         'TLS certificate reload failed; the previous certificate keeps serving new connections',
@@ -381,6 +389,8 @@ export function createServerTls(options: ServerTlsOptions): ServerTls {
     current = checked.material;
     currentDigest = digest;
     failedDigest = undefined;
+    metrics?.reload('applied');
+    reportServing(current);
     for (const listener of listeners) {
       try {
         listener(current);

@@ -17,6 +17,7 @@ import {
 } from '../helpers/certs.js';
 import { runCli } from '../helpers/cli.js';
 import { ensureBuilt } from '../helpers/processes.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadSettings } from '../../src/settings.js';
 
 const requirement = requireOpenssl('tls-settings');
@@ -44,6 +45,12 @@ describe('TLS settings', () => {
       "  - GRPC_SERVER_TLS_KEY must be set when GRPC_SERVER_USE_TLS=true (a PEM file with the server certificate's private key)",
       '  - GRPC_CLIENT_TLS_SAN="envoy.example" needs GRPC_CLIENT_TLS_CACERT: client certificates are asked for (and their SAN checked) only when a client CA is set',
     ]);
+  });
+
+  it('without TLS the certificate expiry gauge has no sample, so no expiry alert can fire', async () => {
+    const metrics = await createMetrics({ nearLimitRatio: 0.8, processMetrics: false }).render();
+    expect(metrics).toContain('# TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge');
+    expect(metrics).not.toMatch(/^sluice_tls_certificate_expiry_timestamp_seconds\{/m);
   });
 
   it('GRPC_SERVER_USE_TLS takes Go booleans, and the TLS variables are ignored while it is false, as in the reference', () => {

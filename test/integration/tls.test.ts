@@ -366,6 +366,21 @@ describe.skipIf(requirement.skip)(`certificate reload (GRPC_SERVER=${SERVER})`, 
 
   const messages = (): string[] => log.lines.map((line) => String(line['msg']));
 
+  /** The serials of the certificate expiry gauge's samples, each checked to be in the future. */
+  function expirySerials(metrics: string): string[] {
+    const samples = [
+      ...metrics.matchAll(
+        /^sluice_tls_certificate_expiry_timestamp_seconds\{serial="([0-9A-F]+)"\} (\d+)$/gm,
+      ),
+    ];
+    for (const [, , seconds] of samples) {
+      // issueCert makes certificates valid for 2 days.
+      expect(Number(seconds) * 1000).toBeGreaterThan(Date.now());
+      expect(Number(seconds) * 1000).toBeLessThanOrEqual(Date.now() + 3 * 86_400_000);
+    }
+    return samples.map((sample) => sample[1]!);
+  }
+
   it('picks up a rotated server certificate for new connections without a restart', async () => {
     await start();
     // A client connected before the rotation keeps working after it.
@@ -385,6 +400,10 @@ describe.skipIf(requirement.skip)(`certificate reload (GRPC_SERVER=${SERVER})`, 
       { timeoutMs: 15_000, intervalMs: 100 },
     );
     expect(messages()).toContain('TLS certificate reloaded; new connections use it');
+    const metrics = await running.app.metrics.render();
+    expect(metrics).toContain('sluice_tls_reloads_total{result="applied"} 1\n');
+    expect(metrics).toContain('sluice_tls_reloads_total{result="refused"} 0\n');
+    expect(expirySerials(metrics)).toEqual([pki.rotated.serial]);
     expect(await callOnce(tlsClient(pki, running.port, pki.client), 'after-rotation')).toBe('OK');
     const stillOpen = await before.shouldRateLimit(rlsRequest('tls', [{ user: 'early' }]));
     before.close();
@@ -432,6 +451,11 @@ describe.skipIf(requirement.skip)(`certificate reload (GRPC_SERVER=${SERVER})`, 
     );
     expect(await servedSerial(pki, running.port, pki.client)).toBe(pki.server.serial);
     expect(await callOnce(tlsClient(pki, running.port, pki.client), 'broken-2')).toBe('OK');
+
+    const metrics = await running.app.metrics.render();
+    expect(metrics).toContain('sluice_tls_reloads_total{result="applied"} 0\n');
+    expect(metrics).toContain('sluice_tls_reloads_total{result="refused"} 2\n');
+    expect(expirySerials(metrics)).toEqual([pki.server.serial]);
 
     // The fixed set is picked up.
     swapSecret(secret, '..v4', {
