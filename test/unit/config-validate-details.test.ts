@@ -558,3 +558,39 @@ describe('duplicates across the file set', () => {
     ]);
   });
 });
+
+describe('where a problem points', () => {
+  /** The `line:column` each problem names. */
+  const where = (content: string): string[] =>
+    validateFiles([{ name: 'rules.yaml', content }]).problems.map(
+      (p) => /\(line (\d+), column (\d+)\)$/.exec(p.message)?.slice(1).join(':') ?? 'none',
+    );
+  /** `line:column` (1-based) of the first `needle` in `content`. */
+  const at = (content: string, needle: string): string => {
+    const before = content.slice(0, content.indexOf(needle)).split('\n');
+    return `${before.length}:${before.at(-1)!.length + 1}`;
+  };
+  const rule = (text: string): string =>
+    `domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, ${text}}\n`;
+
+  it('at the offending value when there is one, else at its key', () => {
+    const algorithm = rule('algorithm: leaky');
+    expect(where(algorithm)).toEqual([at(algorithm, 'leaky')]);
+    const multiplier = rule('unit_multiplier: 0');
+    expect(where(multiplier)).toEqual([at(multiplier, '0}')]);
+    const emptyKey = 'domain: d\ndescriptors:\n  - key: ""\n';
+    expect(where(emptyKey)).toEqual([at(emptyKey, '""')]);
+    const emptyName = rule('replaces: [{name: ""}]');
+    expect(where(emptyName)).toEqual([at(emptyName, '""')]);
+  });
+
+  it('at the burst or algorithm key of a limit that is too large', () => {
+    const yearMs = 365 * 24 * 3_600_000;
+    const most = Math.floor(TOKEN_BUCKET_MAX_PRODUCT / yearMs);
+    const burst = `domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, algorithm: token_bucket, burst: ${most + 1}}\n`;
+    expect(where(burst)).toEqual([at(burst, 'burst:')]);
+    const log =
+      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10001, algorithm: sliding_log}\n';
+    expect(where(log)).toEqual([at(log, 'algorithm:')]);
+  });
+});
