@@ -115,7 +115,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     readonly request: RateLimitRequest;
     readonly matches: (LimitMatch | undefined)[];
     /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
-    readonly specOf: Int32Array;
+    readonly specOf: number[];
     readonly specs: CounterSpec[];
   }
 
@@ -134,7 +134,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
     }
 
-    const specOf = new Int32Array(count).fill(-1);
+    // A plain array: a typed array costs an ArrayBuffer per request.
+    const specOf = new Array<number>(count).fill(-1);
     const specs: CounterSpec[] = [];
     for (let i = 0; i < count; i++) {
       const match = matches[i];

@@ -162,6 +162,21 @@ describe('memory store: maxKeys', () => {
     expect(await peek(store, 'c', 5, 60_000)).toMatchObject({ remaining: 5 });
   });
 
+  it("a cap below one batch's counters forgets the evicted one's charge and keeps the others exact", async () => {
+    // Several limits per rule can put more counters in one request than MEMORY_MAX_KEYS.
+    const { store, evictions } = harness({ maxKeys: 2, sweepBatch: 0 });
+    await store.apply([spec('z', 1, 9)]);
+    // x fits; y finds the map full, and the clock hand (z and x both just used) takes z, whose
+    // slot y may then reuse: z's charge, applied after y's, must not land on y.
+    const batch = await store.apply([spec('x', 1, 9), spec('y', 2, 9), spec('z', 3, 9)]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results.map((r) => r.remaining)).toEqual([8, 7, 5]);
+    expect(store.size()).toBe(2);
+    expect(evictions).toEqual([['lru', 1]]);
+    const left = await Promise.all(['x', 'y', 'z'].map((key) => peek(store, key, 9)));
+    expect(left.map((r) => r.remaining)).toEqual([8, 7, 9]);
+  });
+
   it('a rejected request never evicts anything', async () => {
     const { store, evictions } = harness({ maxKeys: 2 });
     await store.apply([spec('a', 1, 5)]);

@@ -194,8 +194,10 @@ class MemoryStore implements CounterStore {
   /** Cumulative hits on the key up to and including each spec. */
   private readonly cumHits: number[] = [];
   private readonly over: boolean[] = [];
-  /** Specs of the batch being applied whose `slotOf` is set (0 between batches). */
+  /** Specs of the batch being applied (0 between batches). */
   private batchCount = 0;
+  /** A counter was removed while this batch was applied. */
+  private removedInBatch = false;
 
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
@@ -365,7 +367,7 @@ class MemoryStore implements CounterStore {
         states[i] = state;
         ALGORITHM_STEPS[spec.algorithm].charge(state, now, spec.hits, spec);
         const slot = slotOf[first]!;
-        if (slot === NONE) continue;
+        if (slot === NONE || !this.owns(slot, spec.key)) continue;
         // The cap's reclaim reads the column: a counter charged here must not look expired
         // to an insert later in this batch.
         this.emptyAt[slot] = state.emptyAtMs;
@@ -390,13 +392,26 @@ class MemoryStore implements CounterStore {
     // Write every counter back to its columns, and drop references so the scratch never keeps
     // a deleted counter alive.
     for (let i = 0; i < count; i++) {
-      if (firstOf[i] === i && slotOf[i] !== NONE) this.save(slotOf[i]!, states[i]!, specs[i]!);
+      const slot = slotOf[i]!;
+      if (firstOf[i] === i && slot !== NONE && this.owns(slot, specs[i]!.key)) {
+        this.save(slot, states[i]!, specs[i]!);
+      }
     }
     for (let i = 0; i < count; i++) states[i] = undefined;
     this.batchCount = 0;
+    this.removedInBatch = false;
 
     this.reportEvictions();
     return { admitted, results };
+  }
+
+  /**
+   * Whether `slot` still holds the counter `key`. Only a removal during the batch can change
+   * that (a cap below the batch's key count evicting one of its counters, whose charge is then
+   * forgotten), so the map is asked only then.
+   */
+  private owns(slot: number, key: string): boolean {
+    return !this.removedInBatch || this.slots.get(key) === slot;
   }
 
   /** The state of `slot`: its wide state object, or scratch state `at` loaded from the columns. */
@@ -498,11 +513,9 @@ class MemoryStore implements CounterStore {
 
   /** Delete the counter `key` at `slot` from the map, and free the slot. */
   private remove(slot: number, key: string): void {
-    // Only a cap below the batch's key count evicts a counter of the batch being applied; its
-    // charge is then forgotten, and the slot must not be written back (it may be reused).
-    for (let k = 0; k < this.batchCount; k++) {
-      if (this.slotOf[k] === slot) this.slotOf[k] = NONE;
-    }
+    // While a batch is applied, a removal (the cap's) may free a slot the batch holds; it must
+    // then not be written back, since another key may have it by now (see `owns`).
+    if (this.batchCount > 0) this.removedInBatch = true;
     this.slots.delete(key);
     if ((this.meta[slot]! & SHAPE) === WIDE) this.wide.delete(slot);
     this.meta[slot] = FLAT;
