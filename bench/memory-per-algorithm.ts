@@ -63,13 +63,17 @@ export const CASES: readonly MemoryCase[] = [
   },
 ];
 
-/** Heap in use after collecting everything collectable. */
+/**
+ * Memory in use after collecting everything collectable: the JavaScript heap plus typed-array
+ * backing stores (where the memory store keeps its counter columns).
+ */
 function heapAfterGc(): number {
   const gc = globalThis.gc;
   if (gc === undefined)
     throw new Error('run node with --expose-gc (npm run bench:memory-algorithms does)');
   for (let i = 0; i < 3; i++) gc();
-  return process.memoryUsage().heapUsed;
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.arrayBuffers;
 }
 
 /** A counter-key-shaped key for key number `i` (distinct per algorithm, as real keys are). */
@@ -111,7 +115,12 @@ export function bytesPerKey(c: MemoryCase, n: number): number {
 export function mapBytesPerKey(n: number): number {
   const before = heapAfterGc();
   const map = new Map<string, number>();
-  for (let i = 0; i < n; i++) map.set(keyFor('sliding_window', i), 1);
+  for (let i = 0; i < n; i++) {
+    const key = keyFor('sliding_window', i);
+    // Flatten the concatenated key, as the store does before keeping one.
+    key.charCodeAt(0);
+    map.set(key, 1);
+  }
   const after = heapAfterGc();
   if (map.size !== n) throw new Error('baseline map lost keys');
   return (after - before) / n;
