@@ -58,6 +58,11 @@ export interface SoakOptions {
   readonly maxSeconds: number;
   /** Use this as the maximum instead of measuring it, calls/s (`--rate`). */
   readonly rate: number | undefined;
+  /**
+   * `--from FILE`: run nothing; judge the samples of an earlier run's JSON again, re-render the
+   * chart and print the summary (the JSON is not changed).
+   */
+  readonly from?: string | undefined;
   /** Churn requests per second, each with new keys (`--churn-rps`, default 200). */
   readonly churnRps: number;
   /** `MEMORY_MAX_KEYS` of the server (`--max-keys`, default 100000). */
@@ -85,11 +90,12 @@ export interface SoakSample {
   /** Churn calls completed in the slice, per second. */
   readonly churnPerSec: number;
   /**
-   * Errors in the slice: h2load calls not succeeded, churn calls without grpc-status 0, and the
-   * server's `ratelimit_service_should_rate_limit_error` increase.
+   * Failed calls in the slice: h2load calls not succeeded, churn calls without grpc-status 0, and
+   * the server's error counters' increase. Churn sends skipped by the client are not calls and
+   * not counted here (see {@link ErrorsBy.churnSkipped}).
    */
   readonly errors: number;
-  /** {@link errors} by where they were seen. */
+  /** Failed calls by where they were seen, and the churn sends skipped. */
   readonly errorsBy: ErrorsBy;
   /** Live counters in the store (`sluice_store_keys`). */
   readonly keys: number;
@@ -105,7 +111,10 @@ export interface SoakSample {
 export interface ErrorsBy {
   /** h2load calls done but not succeeded (no HTTP 2xx: reset streams, refused connections). */
   readonly h2load: number;
-  /** Churn calls not sent because 256 were already in flight (the client fell behind). */
+  /**
+   * Churn calls not sent because 256 were already in flight: the load generator fell behind
+   * (a shortfall like achieved < offered, not a failed call).
+   */
   readonly churnSkipped: number;
   /** Churn calls cancelled after 10 s without an answer. */
   readonly churnTimedOut: number;
@@ -117,15 +126,28 @@ export interface ErrorsBy {
   readonly server: number;
 }
 
-/** The keys of {@link ErrorsBy}. */
-export const ERROR_KINDS = [
+/** The kinds of {@link ErrorsBy} that are failed calls (every kind but `churnSkipped`). */
+export const FAILED_KINDS = [
   'h2load',
-  'churnSkipped',
   'churnTimedOut',
   'churnNoStatus',
   'churnBadStatus',
   'server',
 ] as const satisfies readonly (keyof ErrorsBy)[];
+
+/**
+ * Failed calls of `sample`, from its split; a sample of the first version of this tool has no
+ * split, and then all its `errors` count.
+ */
+export function failedCalls(sample: SoakSample): number {
+  const by = (sample as Partial<SoakSample>).errorsBy;
+  return by === undefined ? sample.errors : FAILED_KINDS.reduce((a, kind) => a + by[kind], 0);
+}
+
+/** Churn sends skipped in `sample` (0 without a split). */
+function skippedSends(sample: SoakSample): number {
+  return (sample as Partial<SoakSample>).errorsBy?.churnSkipped ?? 0;
+}
 
 /** The verdict and the figures it rests on. */
 export interface SoakVerdict {
@@ -177,6 +199,7 @@ function parseOptions(argv: string[]): SoakOptions {
       'max-keys': { type: 'string', default: '100000' },
       'warmup-minutes': { type: 'string' },
       rate: { type: 'string' },
+      from: { type: 'string' },
     },
     strict: true,
   });
@@ -194,6 +217,7 @@ function parseOptions(argv: string[]): SoakOptions {
     sliceSeconds: num('slice-seconds', values['slice-seconds'], 1, 600),
     maxSeconds: num('max-seconds', values['max-seconds'], 1, 600),
     rate: values.rate === undefined ? undefined : num('rate', values.rate, 1, 10_000_000),
+    from: values.from,
     churnRps: num('churn-rps', values['churn-rps'], 0, 100_000),
     maxKeys: num('max-keys', values['max-keys'], 1_000, 1_000_000_000),
     warmupMinutes:
@@ -499,7 +523,8 @@ function medianOf(values: readonly number[]): number {
  * - latency: the median slice p99 of the window's second half is at most {@link P99_DRIFT_LIMIT}
  *   times that of its first half (the maximum slice p99 is reported, not judged: other work on a
  *   shared machine causes single-slice spikes);
- * - errors: none, in any slice (warm-up included).
+ * - errors: no failed call in any slice (warm-up included). Churn sends the client skipped
+ *   because it fell behind are reported with the achieved rate, not judged.
  */
 export function judge(samples: readonly SoakSample[], warmupMinutes: number): SoakVerdict {
   const lines: string[] = [];
@@ -538,23 +563,36 @@ export function judge(samples: readonly SoakSample[], warmupMinutes: number): So
       `warm-up) -> ${p99Second.toFixed(2)} ms (second half), limit x${P99_DRIFT_LIMIT}; ` +
       `max slice p99 ${maxP99.toFixed(2)} ms`,
   );
-  const errors = samples.reduce((a, s) => a + s.errors, 0);
+  const errors = samples.reduce((a, s) => a + failedCalls(s), 0);
   pass &&= errors === 0;
   const by = new Map<string, number>();
   for (const sample of samples) {
-    for (const kind of ERROR_KINDS) {
-      const n = sample.errorsBy[kind];
+    for (const kind of FAILED_KINDS) {
+      const n = (sample as Partial<SoakSample>).errorsBy?.[kind] ?? 0;
       if (n > 0) by.set(kind, (by.get(kind) ?? 0) + n);
     }
   }
+  const split =
+    samples.reduce((a, s) => a + s.errors, 0) - [...by.values()].reduce((a, n) => a + n, 0);
+  if (split > 0) by.set('not split', split);
   const where = [...by].map(([kind, n]) => `${kind} ${n}`).join(', ');
   const when = samples
-    .filter((s) => s.errors > 0)
-    .map((s) => `${s.errors} at minute ${s.minute.toFixed(1)}`)
+    .filter((s) => failedCalls(s) > 0)
+    .map((s) => `${failedCalls(s)} at minute ${s.minute.toFixed(1)}`)
     .join(', ');
   lines.push(
-    `${errors === 0 ? 'ok  ' : 'FAIL'} errors: ${errors} over the whole run` +
+    `${errors === 0 ? 'ok  ' : 'FAIL'} errors: ${errors} failed calls over the whole run` +
       (errors === 0 ? '' : ` (${where}; ${when})`),
+  );
+  const skipped = samples.reduce((a, s) => a + skippedSends(s), 0);
+  const churned = samples.reduce((a, s, i) => {
+    const seconds = (s.minute - (i === 0 ? 0 : samples[i - 1]!.minute)) * 60;
+    return a + s.churnPerSec * seconds;
+  }, 0);
+  lines.push(
+    `info churn sends skipped (client fell behind, 256 in flight): ${skipped} of about ` +
+      `${si(churned + skipped)}, in ${samples.filter((s) => skippedSends(s) > 0).length} ` +
+      `of ${samples.length} slices`,
   );
   const rates = samples.map((s) => s.achieved / s.offered);
   lines.push(
@@ -586,7 +624,8 @@ export function summaryTable(samples: readonly SoakSample[], everyMinutes = 5): 
       'offered/s',
       'achieved/s',
       'churn/s',
-      'errors',
+      'failed',
+      'skipped',
       'keys',
       'evictions',
       'server CPU',
@@ -601,7 +640,8 @@ export function summaryTable(samples: readonly SoakSample[], everyMinutes = 5): 
       si(s.offered),
       si(s.achieved),
       s.churnPerSec.toFixed(0),
-      String(s.errors),
+      String(failedCalls(s)),
+      String(skippedSends(s)),
       si(s.keys),
       si(s.evictions),
       `${s.cpuPct.toFixed(0)}%`,
@@ -706,6 +746,25 @@ export function renderSoakChart(result: SoakResult): string {
   return out.join('\n') + '\n';
 }
 
+/** The printed report: machine, options, the summary table every 5 minutes and the verdict. */
+export function report(result: SoakResult, file = SOAK_JSON): string {
+  const { options } = result;
+  return [
+    `sluice soak, ${result.date}`,
+    ...result.machine,
+    `options: ${JSON.stringify(options)}`,
+    `maximum at 4x32: ${si(result.maxCallsPerSec)} calls/s; offered ` +
+      `${si(result.maxCallsPerSec * options.fraction)} calls/s ` +
+      `(${Math.round(options.fraction * 100)}%) plus ${options.churnRps} churn calls/s`,
+    '',
+    summaryTable(result.samples),
+    '',
+    ...result.verdict.lines,
+    '',
+    `samples: ${file}; chart: ${SOAK_SVG}`,
+  ].join('\n');
+}
+
 async function main(): Promise<void> {
   process.once('exit', killChildren);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -715,6 +774,17 @@ async function main(): Promise<void> {
     });
   }
   const options = parseOptions(process.argv.slice(2));
+  if (options.from !== undefined) {
+    const earlier = JSON.parse(await fs.readFile(options.from, 'utf8')) as SoakResult;
+    const result: SoakResult = {
+      ...earlier,
+      verdict: judge(earlier.samples, earlier.options.warmupMinutes),
+    };
+    await fs.writeFile(SOAK_SVG, renderSoakChart(result));
+    process.stdout.write(report(result, options.from) + '\n');
+    if (!result.verdict.pass) process.exitCode = 1;
+    return;
+  }
   if (spawnSync('h2load', ['--version']).status !== 0) {
     throw new Error('h2load is missing (Debian: apt-get install nghttp2-client)');
   }
@@ -813,7 +883,7 @@ async function main(): Promise<void> {
         offered,
         achieved: run.done / run.seconds,
         churnPerSec: (churn.ok - churnOk) / wallS,
-        errors: ERROR_KINDS.reduce((a, kind) => a + errorsBy[kind], 0),
+        errors: FAILED_KINDS.reduce((a, kind) => a + errorsBy[kind], 0),
         errorsBy,
         keys: after.get('sluice_store_keys') ?? NaN,
         evictions: after.get('sluice_store_evictions_total') ?? NaN,
@@ -830,7 +900,8 @@ async function main(): Promise<void> {
         progress(
           `minute ${sample.minute.toFixed(1)}: RSS ${sample.rssMb.toFixed(1)} MB, heap ` +
             `${sample.heapMb.toFixed(1)} MB, p99 ${sample.p99Ms.toFixed(2)} ms, ` +
-            `${si(sample.achieved)}/s, errors ${sample.errors}, keys ${si(sample.keys)}, ` +
+            `${si(sample.achieved)}/s, failed ${sample.errors}, churn skipped ` +
+            `${sample.errorsBy.churnSkipped}, keys ${si(sample.keys)}, ` +
             `load ${sample.load1.toFixed(2)}`,
         );
       }
@@ -852,20 +923,7 @@ async function main(): Promise<void> {
     await fs.writeFile(SOAK_JSON, JSON.stringify(result, null, 2) + '\n');
     await fs.writeFile(SOAK_SVG, renderSoakChart(result));
     process.stdout.write(
-      [
-        'sluice soak',
-        ...machine,
-        `options: ${JSON.stringify(options)}`,
-        `maximum at 4x32: ${si(maxCallsPerSec)} calls/s; offered ${si(offered)} calls/s ` +
-          `(${Math.round(options.fraction * 100)}%) plus ${options.churnRps} churn calls/s`,
-        '',
-        summaryTable(samples),
-        '',
-        ...verdict.lines,
-        '',
-        `samples: ${SOAK_JSON}; chart: ${SOAK_SVG}`,
-        `total time ${((performance.now() - t0) / 1000).toFixed(0)} s`,
-      ].join('\n') + '\n',
+      `${report(result)}\ntotal time ${((performance.now() - t0) / 1000).toFixed(0)} s\n`,
     );
     if (!verdict.pass) process.exitCode = 1;
   } finally {

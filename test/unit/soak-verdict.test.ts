@@ -100,7 +100,16 @@ describe('soak verdict', () => {
     );
     expect(failing.pass).toBe(false);
     expect(failing.lines).toContain(
-      'FAIL errors: 3 over the whole run (h2load 1, churnTimedOut 2; 3 at minute 0.7)',
+      'FAIL errors: 3 failed calls over the whole run (h2load 1, churnTimedOut 2; 3 at minute 0.7)',
+    );
+    // Sends the churn client skipped are a shortfall, not failed calls: reported, not judged.
+    const behind = judge(
+      samples((_, i) => (i === 3 ? { errorsBy: { ...NO_ERRORS, churnSkipped: 40 } } : {})),
+      10,
+    );
+    expect(behind.pass).toBe(true);
+    expect(behind.lines.join('\n')).toMatch(
+      /churn sends skipped .*: 40 of about .*, in 1 of 180 slices/,
     );
   });
 
