@@ -1,0 +1,149 @@
+/**
+ * The Redis store's connection states as operators see them (src/stores/redis/redis-store.ts,
+ * docs/operations.md): one log line and one `disconnect` store error per outage, whatever the
+ * number of ioredis events; "not reachable yet" before the first connection, "unavailable" after
+ * one; "available" when it is back, or when a stalled server answers a probe. Real
+ * `redis-server` processes, killed and restarted on the same port.
+ */
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging/logger.js';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
+import { createRedisStore } from '../../src/stores/redis/redis-store.js';
+import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import { requireRedis, startRedis } from '../helpers/redis.js';
+
+const requirement = requireRedis('redis store states');
+const group = useProcessGroup();
+
+afterAll(async () => {
+  await group.stopAll();
+});
+
+function capture() {
+  const lines: { level: number; msg: string; [field: string]: unknown }[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) {
+        if (line.trim() !== '') lines.push(JSON.parse(line) as (typeof lines)[number]);
+      }
+      done();
+    },
+  });
+  const logger = createLogger({ level: 'info', format: 'json', destination: stream });
+  return { lines, logger, messages: () => lines.map((line) => line.msg) };
+}
+
+function recordingMetrics(): StoreMetricsSink & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    evicted: () => undefined,
+    storeError: (kind) => void events.push(kind),
+    localCacheOverLimit: () => undefined,
+    fallback: () => undefined,
+  };
+}
+
+const spec: CounterSpec = {
+  key: 'k',
+  algorithm: 'fixed_window',
+  limit: 5,
+  windowMs: 60_000,
+  burst: 5,
+  hits: 1,
+  mode: 'enforced',
+};
+
+describe.skipIf(requirement.skip)('redis store: connection states', () => {
+  it('never reachable: one "not reachable yet" line and one disconnect, however many retries', async () => {
+    const port = await freePort();
+    const client = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20 });
+    const { lines, logger, messages } = capture();
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 'n:', timeoutMs: 500, metrics, logger });
+    try {
+      // Several reconnection attempts fail in this time.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(messages()).toEqual(['redis store not reachable yet; connecting in the background']);
+      expect(lines[0]).toMatchObject({ redis: 'main', level: 50 });
+      expect(String(lines[0]!['reason'])).toMatch(/ECONNREFUSED/);
+      expect(metrics.events).toEqual(['disconnect']);
+      expect(store.healthy()).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('up, down and up again: one line each way, and calls answered again', async () => {
+    const server = await startRedis(group);
+    const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 20 });
+    const { lines, logger, messages } = capture();
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 'u:', timeoutMs: 500, metrics, logger });
+    try {
+      await waitFor('connected', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      // Connected after the store was created: said once.
+      expect(messages()).toEqual(['redis store available (connected)']);
+      expect(lines[0]).toMatchObject({ redis: 'main', level: 40 });
+      expect((await store.apply([spec])).admitted).toBe(true);
+
+      await server.stop(true);
+      await waitFor('down', () => !store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      await new Promise((resolve) => setTimeout(resolve, 200)); // close, end, errors, retries
+      expect(messages()).toEqual([
+        'redis store available (connected)',
+        'redis store unavailable; reconnecting in the background',
+      ]);
+      expect(lines[1]).toMatchObject({ redis: 'main', level: 50, reason: 'connection closed' });
+      expect(metrics.events).toEqual(['disconnect']);
+      await expect(store.apply([spec])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+
+      await startRedis(group, { port: server.port });
+      await waitFor('back', () => store.healthy(), { timeoutMs: 10_000, intervalMs: 10 });
+      expect(messages()).toEqual([
+        'redis store available (connected)',
+        'redis store unavailable; reconnecting in the background',
+        'redis store available (connected)',
+      ]);
+      expect((await store.apply([spec])).admitted).toBe(true);
+      expect(metrics.events.filter((e) => e === 'disconnect')).toEqual(['disconnect']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a client already connected logs nothing at creation; a stall and its probe are logged', async () => {
+    const server = await startRedis(group);
+    const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    await client.ping();
+    const { lines, logger, messages } = capture();
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 's:', timeoutMs: 200, metrics, logger });
+    try {
+      expect(store.healthy()).toBe(true);
+      expect((await store.apply([spec])).admitted).toBe(true);
+      expect(messages()).toEqual([]);
+      server.proc.child.kill('SIGSTOP');
+      await expect(store.apply([spec])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      // A second timeout while stalled is not a second stall.
+      await expect(store.apply([spec])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(messages()).toEqual([
+        'redis did not answer within REDIS_TIMEOUT; failing fast until it answers a probe',
+      ]);
+      expect(lines[0]).toMatchObject({ redis: 'main', timeoutMs: 200, level: 40 });
+      expect(metrics.events).toEqual(['timeout', 'stalled', 'unavailable']);
+      server.proc.child.kill('SIGCONT');
+      await waitFor('probe', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      expect(messages()).toEqual([
+        'redis did not answer within REDIS_TIMEOUT; failing fast until it answers a probe',
+        'redis store available (answered a probe)',
+      ]);
+    } finally {
+      server.proc.child.kill('SIGCONT');
+      await store.close();
+    }
+  });
+});
