@@ -224,6 +224,37 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
     expect(get.status).toBe(400);
   });
 
+  it('/json refuses strings that are not UTF-8 with 400, as the reference does, and counts nothing', async () => {
+    const before = await (await fetch(`${s.base}/metrics`)).text();
+    const prefix = Buffer.from(
+      '{"domain":"edge","descriptors":[{"entries":[{"key":"det","value":"',
+    );
+    const suffix = Buffer.from('"}]}]}');
+    const invalidBytes = Buffer.concat([prefix, Buffer.from([0xff, 0xfe]), suffix]);
+    for (const body of [
+      invalidBytes,
+      // A lone surrogate escape has no UTF-8 form.
+      '{"domain":"edge","descriptors":[{"entries":[{"key":"det","value":"\\ud800"}]}]}',
+      '{"domain":"edge\\udc00","descriptors":[{"entries":[{"key":"det","value":"x"}]}]}',
+    ]) {
+      const r = await fetch(`${s.base}/json`, { method: 'POST', body });
+      expect(r.status, String(body)).toBe(400);
+      expect(await r.text()).toBe('Bad Request\n');
+    }
+    expect(
+      series(
+        await (await fetch(`${s.base}/metrics`)).text(),
+        'ratelimit_service_rate_limit_total_hits',
+      ),
+    ).toEqual(series(before, 'ratelimit_service_rate_limit_total_hits'));
+    // A surrogate pair is one valid character.
+    const pair = await postJson(
+      s.base,
+      '{"domain":"edge","descriptors":[{"entries":[{"key":"det","value":"utf8-\\ud83d\\ude00"}]}]}',
+    );
+    expect(pair.status).toBe(200);
+  });
+
   it('the debug server lists its endpoints and prints /rlconfig in the reference format', async () => {
     const index = await (await fetch(`${s.debug}/`)).text();
     for (const endpoint of ['/rlconfig', '/counters', '/health', '/metrics']) {

@@ -4,6 +4,7 @@
  * snake_case names, enums by name or number, 64-bit integers as numbers or strings, `null` for a
  * default value, unknown fields rejected. Output uses lowerCamelCase and omits default values.
  */
+import { isUtf8 } from 'node:buffer';
 import {
   RATE_LIMIT_UNITS,
   type DescriptorEntry,
@@ -44,9 +45,16 @@ function camel(name: string): string {
   return name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 }
 
+/** A lone UTF-16 surrogate (a `\ud800`-style escape without its pair). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 function string(value: unknown, where: string): string {
   if (value === undefined) return '';
   if (typeof value !== 'string') throw new JsonMappingError(`${where}: expected a string`);
+  // Proto3 strings are UTF-8, and a lone surrogate has no UTF-8 form (the reference: 400).
+  if (LONE_SURROGATE.test(value)) {
+    throw new JsonMappingError(`${where}: string is not valid UTF-8 (a lone surrogate escape)`);
+  }
   return value;
 }
 
@@ -84,8 +92,16 @@ function unit(value: unknown, where: string): LimitOverride['unit'] {
   throw new JsonMappingError(`${where}: expected a unit name or number`);
 }
 
-/** Parse a `/json` body into a request; throws JsonMappingError naming the bad field. */
-export function requestFromJson(text: string): RateLimitRequest {
+/**
+ * Parse a `/json` body (its bytes, or text already decoded) into a request; throws
+ * JsonMappingError naming the bad field. Bytes that are not UTF-8 are refused, as proto3 JSON
+ * requires (the reference answers them 400), rather than read with replacement characters.
+ */
+export function requestFromJson(body: string | Buffer): RateLimitRequest {
+  if (typeof body !== 'string' && !isUtf8(body)) {
+    throw new JsonMappingError('body is not valid UTF-8');
+  }
+  const text = typeof body === 'string' ? body : body.toString('utf8');
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -168,7 +168,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     let request;
     try {
-      request = requestFromJson(body.toString('utf8'));
+      request = requestFromJson(body);
     } catch (err) {
       if (!(err instanceof JsonMappingError)) throw err;
       logger.warn({ reason: err.message }, '/json: malformed request');
