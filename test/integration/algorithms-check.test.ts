@@ -45,6 +45,18 @@ const CASES: Record<string, [string, RegExp]> = {
     'domain: a8\ndescriptors:\n  - key: outer\n    descriptors:\n      - key: k\n        rate_limits:\n          - {unit: second, requests_per_unit: 1}\n          - {unlimited: true}\n',
     /unlimited-in-list\.yaml: descriptors\[0\]\.descriptors\[0\]\.rate_limits\[1\]\.unlimited: unlimited cannot be one of several limits/,
   ],
+  'sliding-log-bound.yaml': [
+    'domain: a9\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10001, algorithm: sliding_log}\n',
+    /sliding-log-bound\.yaml: descriptors\[0\]\.rate_limit\.requests_per_unit: sliding_log keeps one timestamp per admitted hit, so requests_per_unit is at most 10000 \(found 10001\)/,
+  ],
+  'token-bucket-bound.yaml': [
+    'domain: a10\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 200000000, algorithm: token_bucket}\n',
+    /token-bucket-bound\.yaml: descriptors\[0\]\.rate_limit\.requests_per_unit: token_bucket capacity 200000000 x window 86400000 ms is too large to count exactly/,
+  ],
+  'same-window-twice.yaml': [
+    'domain: a11\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: minute, requests_per_unit: 5}\n      - {unit: second, unit_multiplier: 60, requests_per_unit: 9}\n',
+    /same-window-twice\.yaml: descriptors\[0\]\.rate_limits\[1\]: rate_limits\[0\] already has a sliding_window limit with a 60000 ms window; keep the stricter one/,
+  ],
 };
 
 describe('sluice check: algorithm key errors', () => {
