@@ -162,19 +162,33 @@ describe('memory store: maxKeys', () => {
     expect(await peek(store, 'c', 5, 60_000)).toMatchObject({ remaining: 5 });
   });
 
-  it("a cap below one batch's counters forgets the evicted one's charge and keeps the others exact", async () => {
+  it("a cap below one batch's counters keeps every surviving counter exact", async () => {
     // Several limits per rule can put more counters in one request than MEMORY_MAX_KEYS.
     const { store, evictions } = harness({ maxKeys: 2, sweepBatch: 0 });
     await store.apply([spec('z', 1, 9)]);
-    // x fits; y finds the map full, and the clock hand (z and x both just used) takes z, whose
-    // slot y may then reuse: z's charge, applied after y's, must not land on y.
     const batch = await store.apply([spec('x', 1, 9), spec('y', 2, 9), spec('z', 3, 9)]);
     expect(batch.admitted).toBe(true);
     expect(batch.results.map((r) => r.remaining)).toEqual([8, 7, 5]);
     expect(store.size()).toBe(2);
     expect(evictions).toEqual([['lru', 1]]);
+    // The new x, not used since, made way: y and z hold exactly their own counts.
     const left = await Promise.all(['x', 'y', 'z'].map((key) => peek(store, key, 9)));
-    expect(left.map((r) => r.remaining)).toEqual([8, 7, 9]);
+    expect(left.map((r) => r.remaining)).toEqual([9, 7, 5]);
+  });
+
+  it("a counter evicted while its own batch is applied is not written over the slot's new owner", async () => {
+    // 70 counters, all used again; the hand clears 64 used bits, then takes the one it is at:
+    // k64, which the batch loaded after the new n1, whose insert the eviction made room for.
+    const { store } = harness({ maxKeys: 70, sweepBatch: 0 });
+    const long = { windowMs: 60_000 };
+    for (let k = 0; k < 70; k++) await store.apply([spec(`k${k}`, 1, 9, long)]);
+    for (let k = 0; k < 70; k++) await peek(store, `k${k}`, 9, 60_000);
+    const batch = await store.apply([spec('n1', 5, 9, long), spec('k64', 1, 9, long)]);
+    expect(batch.results.map((r) => r.remaining)).toEqual([4, 7]);
+    expect(store.size()).toBe(70);
+    expect((await peek(store, 'n1', 9, 60_000)).remaining).toBe(4);
+    expect((await peek(store, 'k64', 9, 60_000)).remaining).toBe(9);
+    expect((await peek(store, 'k63', 9, 60_000)).remaining).toBe(8);
   });
 
   it('a rejected request never evicts anything', async () => {
@@ -200,5 +214,22 @@ describe('memory store: maxKeys', () => {
     await store.apply([spec('a', 1, 5)]);
     await expect(store.apply([spec('b', 1, 5)])).resolves.toMatchObject({ admitted: true });
     expect(store.size()).toBe(1);
+  });
+});
+
+describe('memory store: maxKeys under a flood of new keys', () => {
+  it('never evicts a counter used between the new keys, while keys seen once are evicted', async () => {
+    const { store, evictions } = harness({ maxKeys: 4, sweepBatch: 0 });
+    const long = { windowMs: 60_000 };
+    const remaining: number[] = [];
+    for (let round = 0; round < 12; round++) {
+      remaining.push((await store.apply([spec('hot', 1, 100, long)])).results[0]!.remaining);
+      await store.apply([spec(`cold${round}`, 1, 100, long)]);
+    }
+    // Every hit on the hot key stayed counted.
+    expect(remaining).toEqual(Array.from({ length: 12 }, (_, k) => 99 - k));
+    expect(store.size()).toBe(4);
+    const lru = evictions.filter(([reason]) => reason === 'lru');
+    expect(lru.reduce((sum, [, count]) => sum + count, 0)).toBe(13 - 4);
   });
 });

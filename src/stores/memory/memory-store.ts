@@ -23,8 +23,9 @@
  *   first evicts an expired counter, else one not used recently, chosen by the CLOCK (second
  *   chance) approximation of least-recently-used: a hand walks the map in insertion order,
  *   clearing the "used" bit of each counter it passes and evicting the first one found without
- *   it (after {@link CAP_SCAN_LIMIT} counters, the one under the hand). Every access sets the
- *   bit, so a counter in use survives a full turn of the hand. Exact LRU needs a key reference
+ *   it (after {@link CAP_SCAN_LIMIT} counters, the one under the hand). Every access after the
+ *   first sets the bit, so a counter in use survives a full turn of the hand, and a flood of keys
+ *   seen once evicts its own kind first. Exact LRU needs a key reference
  *   and two links per counter (16 more bytes each); the approximation keeps them out.
  *   Re-inserting a key into the `Map` on each access (the `Map` order as the LRU order) is no
  *   option: V8's ordered hash table leaves a deleted entry in its bucket chain until the next
@@ -60,6 +61,9 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 1_000;
 
 /** Default of `timerSweepBatch`. */
 export const DEFAULT_TIMER_SWEEP_BATCH = 10_000;
+
+/** Most counters the cap examines for an expired one before the clock hand picks a live one. */
+const EXPIRED_SCAN_LIMIT = 16;
 
 /** Most counters the clock hand examines for one eviction before it takes the one it is at. */
 const CAP_SCAN_LIMIT = 64;
@@ -492,7 +496,9 @@ class MemoryStore implements CounterStore {
     }
     this.total[slot] = 0;
     this.emptyAt[slot] = 0;
-    this.meta[slot] = FLAT | USED;
+    // Not marked used: a counter earns its second chance by being used again, so a flood of
+    // keys seen once never pushes out one in steady use.
+    this.meta[slot] = FLAT;
     this.limit[slot] = 0;
     this.slots.set(key, slot);
     return slot;
@@ -526,15 +532,18 @@ class MemoryStore implements CounterStore {
 
   /**
    * Examine up to `budget` entries at the cursor, deleting those whose hits all expired. At the
-   * end of a pass the cursor restarts from the front on the next call.
+   * end of a pass the cursor restarts from the front on the next call, or at once when `wrap`.
    */
-  private sweep(now: number, budget: number): void {
+  private sweep(now: number, budget: number, wrap = false): void {
     for (let k = 0; k < budget; k++) {
       this.cursor ??= this.slots.entries();
       const next = this.cursor.next();
       if (next.done === true) {
         this.cursor = undefined;
-        return;
+        if (!wrap) return;
+        // One restart at most, so a tiny map is not examined over and over.
+        wrap = false;
+        continue;
       }
       const [key, slot] = next.value;
       if (this.emptyAt[slot]! <= now) {
@@ -545,14 +554,20 @@ class MemoryStore implements CounterStore {
   }
 
   /**
-   * Make room for one new counter when the map is at the cap: the clock hand walks on from where
-   * it stopped, dropping the first counter that has expired or was not used since the hand last
-   * passed it (clearing the used bit of the others), and after {@link CAP_SCAN_LIMIT} counters
-   * the one it is at. An expired counter counts as `expired`, any other as `lru`.
+   * Make room for one new counter when the map is at the cap: an expired counter found within
+   * {@link EXPIRED_SCAN_LIMIT} at the reclaim cursor, else the clock hand walks on from where it
+   * stopped, dropping the first counter that has expired or was not used since it was created or
+   * the hand last passed it (clearing the used bit of the others), and after
+   * {@link CAP_SCAN_LIMIT} counters the one it is at. An expired counter counts as `expired`, any
+   * other as `lru`.
    */
   private makeRoom(now: number): void {
     const { slots, meta, emptyAt } = this;
     while (slots.size >= this.maxKeys) {
+      // An expired counter first, within a bounded look at the reclaim cursor.
+      const before = slots.size;
+      this.sweep(now, EXPIRED_SCAN_LIMIT, true);
+      if (slots.size < before) continue;
       let restarted = false;
       for (let k = 0; ; k++) {
         this.hand ??= slots.entries();
