@@ -118,7 +118,7 @@ async function main(): Promise<void> {
         `${GRPC.inFlight} calls in flight over ${GRPC.connections} connections, ` +
         `${GRPC.keys} distinct requests round-robin; ${GRPC.rounds} alternating windows of ` +
         `${GRPC.measureMs} ms per server after ${GRPC.warmupMs} ms of warm-up`,
-      `  3: a Map<string, number> holding the same flat key strings (heapUsed after gc())`,
+      `  3: a Map<string, number> holding the same flat key strings (heapUsed + arrayBuffers after gc())`,
       `  h2load: one prepared frame (${h2?.requestBytes ?? '?'} B request, one remote_address ` +
         `descriptor, the same bytes to every server), h2load -t 1; saturation: ` +
         `${H2LOAD.rounds} alternating windows of ${H2LOAD.durationS} s per server and shape after ` +
