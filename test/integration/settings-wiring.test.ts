@@ -44,7 +44,7 @@ describe('settings reach the running service', () => {
     expect((await running.client.shouldRateLimit(request)).overall_code).toBe('OVER_LIMIT');
   });
 
-  it('MEMORY_MAX_KEYS caps the live counters, evicting the least recently used', async () => {
+  it('MEMORY_MAX_KEYS caps the live counters, evicting one not used since it was counted', async () => {
     const log = capturingLogger();
     running = await startApp(
       [await rules({ 'w.yaml': ONE_PER_MINUTE })],
@@ -56,10 +56,12 @@ describe('settings reach the running service', () => {
     expect((await call('a')).overall_code).toBe('OK');
     expect((await call('a')).overall_code).toBe('OVER_LIMIT');
     await call('b');
-    await call('c'); // a third key: a, the least recently used, is evicted
+    // A third key: b, counted once and not used since, is evicted; a, used again, is kept.
+    await call('c');
     expect(running.app.store.size()).toBe(2);
-    // a's counter is gone, so a is admitted again (the cost of a cap set too low), and logged.
-    expect((await call('a')).overall_code).toBe('OK');
+    expect((await call('a')).overall_code).toBe('OVER_LIMIT');
+    // b's counter is gone, so b is admitted again (the cost of a cap set too low), and logged.
+    expect((await call('b')).overall_code).toBe('OK');
     expect(log.lines).toContainEqual(
       expect.objectContaining({ msg: expect.stringMatching(/MEMORY_MAX_KEYS reached/) }),
     );
