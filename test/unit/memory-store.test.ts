@@ -119,6 +119,36 @@ describe('memory store: idle reclaim', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('sweepIntervalMs 0 starts no timer, and the default tick sweeps a whole small map', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const clock = createManualClock(T0);
+    const off = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    open.push(off);
+    expect(vi.getTimerCount()).toBe(0);
+    // The default batch per tick (10 000) finishes the reclaim cursor's pass and the next one.
+    const on = createMemoryStore({ clock: clock.now, sweepIntervalMs: 1_000 });
+    open.push(on);
+    expect(vi.getTimerCount()).toBe(1);
+    for (let k = 0; k < 25; k++) {
+      await off.apply([spec(`k${k}`, 1, 5)]);
+      await on.apply([spec(`k${k}`, 1, 5)]);
+    }
+    const offSize = off.size();
+    clock.advance(W + 50);
+    vi.advanceTimersByTime(2_000);
+    expect(on.size()).toBe(0);
+    // Without a timer nothing is reclaimed until the next call.
+    expect(off.size()).toBe(offSize);
+  });
+
+  it('the debug view shows a limit above 2^32 - 1 as 4294967295, never wrapped', async () => {
+    const { store } = harness();
+    await store.apply([spec('big', 1, 5_000_000_000)]);
+    expect(store.top!(1)).toEqual([
+      { key: 'big', count: 1, limit: 4_294_967_295, expiresInMs: expect.any(Number) as number },
+    ]);
+  });
+
   it('the timer does not keep the process alive', async () => {
     const setIntervalSpy = vi.spyOn(globalThis, 'setInterval');
     const store = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 60_000 });
