@@ -103,9 +103,14 @@ function track(name: string, child: ChildProcess): { stop(): Promise<void>; stde
   };
 }
 
-/** Resolve once something accepts TCP connections on `port`, or fail after START_MS. */
-async function waitForPort(name: string, port: number, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + START_MS;
+/** Resolve once something accepts TCP connections on `port`, or fail after `ms` (START_MS). */
+export async function waitForPort(
+  name: string,
+  port: number,
+  child: ChildProcess,
+  ms = START_MS,
+): Promise<void> {
+  const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`);
     const open = await new Promise<boolean>((resolve) => {
@@ -119,7 +124,7 @@ async function waitForPort(name: string, port: number, child: ChildProcess): Pro
     if (open) return;
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`${name} did not listen on ${port} within ${START_MS} ms`);
+  throw new Error(`${name} did not listen on ${port} within ${ms} ms`);
 }
 
 /** sluice (`node dist/main.js serve`) with `GRPC_SERVER=kind` and the bench rules. */

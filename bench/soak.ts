@@ -25,7 +25,6 @@ import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import http2 from 'node:http2';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -33,7 +32,7 @@ import { parseArgs } from 'node:util';
 import { loadSluice, REPO_ROOT, SLUICE_MAIN, type Sluice } from './dist.js';
 import { grid } from './h2load.js';
 import { percentile, si } from './report.js';
-import { freePort, processCpuMs } from './servers.js';
+import { freePort, processCpuMs, waitForPort } from './servers.js';
 import { fourRequest, toWire, writeRules } from './workloads.js';
 
 /** Where the samples go. */
@@ -235,24 +234,6 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function waitForPort(port: number, child: ChildProcess, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`sluice exited with ${child.exitCode}`);
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`sluice did not listen on ${port} within ${ms} ms`);
-}
-
 async function startServer(rulesDir: string, maxKeys: number): Promise<Server> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
@@ -276,8 +257,8 @@ async function startServer(rulesDir: string, maxKeys: number): Promise<Server> {
   let stderr = '';
   child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4096)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await waitForPort(grpcPort, child, 60_000);
-  await waitForPort(httpPort, child, 60_000);
+  await waitForPort('sluice', grpcPort, child, 60_000);
+  await waitForPort('sluice', httpPort, child, 60_000);
   return {
     pid: child.pid!,
     grpcPort,
