@@ -165,7 +165,6 @@ class MemoryStore implements CounterStore {
   private readonly wide = new Map<number, CounterState>();
 
   // The columns, indexed by slot (see the header).
-  private capacity = 0;
   private total = new Float64Array(0);
   private emptyAt = new Float64Array(0);
   private meta = new Uint8Array(0);
@@ -271,7 +270,6 @@ class MemoryStore implements CounterStore {
     this.hand = undefined;
     this.slots.clear();
     this.wide.clear();
-    this.capacity = 0;
     this.used = 0;
     this.freeHead = NONE;
     this.total = new Float64Array(0);
@@ -491,7 +489,8 @@ class MemoryStore implements CounterStore {
     if (slot !== NONE) {
       this.freeHead = this.total[slot]!;
     } else {
-      if (this.used === this.capacity) this.grow();
+      // The columns' length is the capacity.
+      if (this.used === this.total.length) this.grow();
       slot = this.used++;
     }
     this.total[slot] = 0;
@@ -508,13 +507,12 @@ class MemoryStore implements CounterStore {
   private grow(): void {
     const capacity = Math.max(
       1,
-      Math.min(Math.max(INITIAL_CAPACITY, this.capacity * 2), this.maxKeys),
+      Math.min(Math.max(INITIAL_CAPACITY, this.total.length * 2), this.maxKeys),
     );
     this.total = widen(this.total, new Float64Array(capacity));
     this.emptyAt = widen(this.emptyAt, new Float64Array(capacity));
     this.meta = widen(this.meta, new Uint8Array(capacity));
     this.limit = widen(this.limit, new Uint32Array(capacity));
-    this.capacity = capacity;
   }
 
   /** Delete the counter `key` at `slot` from the map, and free the slot. */
