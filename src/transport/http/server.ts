@@ -11,6 +11,7 @@ import type { Metrics } from '../../metrics/metrics.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { JsonMappingError, requestFromJson, responseToJson } from './json.js';
+import { logCallFailure } from '../status.js';
 
 /** A listening HTTP server. */
 export interface HttpServer {
@@ -181,7 +182,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     } catch (err) {
       const error = SluiceError.from(err);
       const status = jsonErrorStatus(error);
-      if (status >= 500) logger.error({ err: error }, '/json: ShouldRateLimit failed');
+      if (status >= 500) logCallFailure(logger, error, '/json: ShouldRateLimit failed');
       else logger.warn({ reason: error.message }, '/json: invalid request');
       sendError(res, status);
       return;
