@@ -150,6 +150,12 @@ const NONE = -1;
 /** Slots allocated when the first counter arrives; the columns double from there. */
 const INITIAL_CAPACITY = 1024;
 
+/**
+ * Most a counter's `total` reaches (2^53 - 1): a charge that would pass it is cut to fit, so every
+ * total stays an exact integer (docs/semantics.md, "Hits").
+ */
+const MAX_EXACT_TOTAL = Number.MAX_SAFE_INTEGER;
+
 /** Most a `limit` column cell holds (Uint32); larger limits show as this in the debug view. */
 const MAX_LIMIT_CELL = 0xffff_ffff;
 
@@ -367,7 +373,15 @@ class MemoryStore implements CounterStore {
           states[first] = state;
         }
         states[i] = state;
-        ALGORITHM_STEPS[spec.algorithm].charge(state, now, spec.hits, spec);
+        // Saturate below 2^53, where doubles stop counting exactly: only a shadow counter far
+        // over its limit gets near it (every charge is at most MAX_UINT32 from the limiter).
+        const room = MAX_EXACT_TOTAL - state.total;
+        ALGORITHM_STEPS[spec.algorithm].charge(
+          state,
+          now,
+          spec.hits <= room ? spec.hits : room,
+          spec,
+        );
         const slot = slotOf[first]!;
         if (slot === NONE || !this.owns(slot, spec.key)) continue;
         // The cap's reclaim reads the column: a counter charged here must not look expired
