@@ -51,6 +51,11 @@ export interface ServiceCounters {
 export interface StoreMetricsSink {
   /** `count` counters dropped, because they had expired (`expired`) or by the key cap (`lru`). */
   evicted(reason: 'expired' | 'lru', count: number): void;
+  /**
+   * `count` new counters decided but not stored, because the memory store was full of counters
+   * that are limiting someone (`MEMORY_MAX_KEYS` reached; docs/operations.md, "Memory store").
+   */
+  notStored?(count: number): void;
   /** One failed store operation; `kind` is a short, bounded word (`timeout`, `connection`, ...). */
   storeError(kind: string): void;
   /** `count` counters answered over limit from the local cache without asking the store. */
@@ -120,6 +125,7 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'ratelimit_service_response_time_seconds',
   'sluice_should_rate_limit_calls_total',
   'sluice_store_evictions_total',
+  'sluice_store_keys_not_stored_total',
   'sluice_store_errors_total',
   'sluice_store_local_cache_over_limit_total',
   'sluice_store_fallback_total',
@@ -219,6 +225,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     internalErrors: 0,
   };
   const evictions = { expired: 0, lru: 0 };
+  let notStored = 0;
   const storeErrors = new Map<string, number>();
   const fallbacks = new Map<string, number>();
   let localCacheOverLimit = 0;
@@ -332,6 +339,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
       this.inc({ reason: 'lru' }, evictions.lru);
     },
   });
+  plain(
+    'sluice_store_keys_not_stored_total',
+    'New counters decided as fresh but not stored: MEMORY_MAX_KEYS reached and every counter examined was limiting someone',
+    () => notStored,
+  );
   new Counter({
     name: 'sluice_store_errors_total',
     help: 'Failed store operations by kind',
@@ -407,6 +419,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     store: {
       evicted(reason, count) {
         evictions[reason] += count;
+      },
+      notStored(count) {
+        notStored += count;
       },
       storeError(kind) {
         storeErrors.set(kind, (storeErrors.get(kind) ?? 0) + 1);

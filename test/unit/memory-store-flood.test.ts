@@ -1,0 +1,87 @@
+/**
+ * Issue 22, item 5: no flood of new keys, sent once, twice or N times, makes the memory store
+ * forget a counter that is still limiting someone. Scaled down from the issue's attack (2.2M junk
+ * keys sent twice against the default cap) to a cap of 1,000 and 20,000 junk keys, on a frozen
+ * clock so nothing expires: the rejected client stays rejected for the rest of its window.
+ */
+import { describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/clock.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
+import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+
+const CAP = 1_000;
+const JUNK = 20_000;
+
+const spec = (key: string, limit = 5): CounterSpec => ({
+  key,
+  algorithm: 'sliding_window',
+  limit,
+  windowMs: 60_000,
+  burst: limit,
+  hits: 1,
+  mode: 'enforced',
+});
+
+function setup() {
+  const clock = createManualClock(1_700_000_000_000);
+  const evictions = { expired: 0, lru: 0 };
+  let notStored = 0;
+  const store = createMemoryStore({
+    clock: clock.now,
+    maxKeys: CAP,
+    sweepIntervalMs: 0,
+    onEvict: (reason, count) => (evictions[reason] += count),
+    onNotStored: (count) => (notStored += count),
+  });
+  const admitted = (key: string, limit = 5): boolean =>
+    store.applyNow!([spec(key, limit)]).admitted;
+  return { clock, store, admitted, evictions, notStored: () => notStored };
+}
+
+describe('a key flood cannot reset a counter that is limiting someone', () => {
+  for (const times of [1, 2, 3, 10]) {
+    it(`junk keys sent ${times} time(s) each`, async () => {
+      const { clock, store, admitted, evictions, notStored } = setup();
+      for (let k = 0; k < 5; k++) expect(admitted('victim')).toBe(true);
+      expect(admitted('victim')).toBe(false);
+      for (let i = 0; i < JUNK; i++) {
+        for (let t = 0; t < times; t++) admitted(`junk-${i}`);
+        // The victim keeps trying now and then (and is rejected each time).
+        if (i % 997 === 0) expect(admitted('victim')).toBe(false);
+      }
+      expect(store.size()).toBeLessThanOrEqual(CAP);
+      // Junk sent more often than the limit is limiting too: then new junk is not stored.
+      expect(evictions.lru + notStored()).toBeGreaterThan(0);
+      clock.advance(30_000);
+      // Still within the minute: still rejected.
+      expect(admitted('victim')).toBe(false);
+      await store.close();
+    });
+  }
+
+  it('the victim not retrying during the flood is not forgotten either', async () => {
+    const { store, admitted } = setup();
+    for (let k = 0; k < 5; k++) admitted('victim');
+    expect(admitted('victim')).toBe(false);
+    for (let i = 0; i < JUNK; i++) {
+      admitted(`junk-${i}`);
+      admitted(`junk-${i}`);
+    }
+    expect(admitted('victim')).toBe(false);
+    await store.close();
+  });
+
+  it('when every counter is limiting, new keys are decided without being stored, and counted', async () => {
+    const { store, admitted, notStored, evictions } = setup();
+    for (let k = 0; k < 5; k++) admitted('victim');
+    // Junk keys on a limit of 1: each is at its limit after one hit, so none may be evicted.
+    for (let i = 0; i < CAP * 2; i++) expect(admitted(`junk-${i}`, 1)).toBe(true);
+    expect(store.size()).toBeLessThanOrEqual(CAP);
+    expect(notStored()).toBeGreaterThan(0);
+    expect(evictions.lru).toBe(0);
+    expect(admitted('victim')).toBe(false);
+    // The stored junk counters are still limiting.
+    expect(admitted('junk-0', 1)).toBe(false);
+    await store.close();
+  });
+});
