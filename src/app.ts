@@ -87,6 +87,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const metrics = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
+    maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
+    maxSeries: settings.metricsMaxSeries,
   });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {

@@ -55,6 +55,13 @@ export interface Settings {
   readonly storeFailureMode: StoreFailureMode;
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
   readonly memoryMaxKeys: number;
+  /**
+   * `METRICS_MAX_SERIES_PER_RULE` (default 1000): per-rule series a rule may get from request
+   * values (`detailed_metric`, `value_to_metric`, overrides); more go to its overflow series.
+   */
+  readonly metricsMaxSeriesPerRule: number;
+  /** `METRICS_MAX_SERIES` (default 10000): the same over all rules together. */
+  readonly metricsMaxSeries: number;
   /** `SHADOW_MODE`: answer OK overall while statuses keep their real codes. */
   readonly shadowMode: boolean;
   /**
@@ -379,6 +386,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     redis,
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
+    metricsMaxSeriesPerRule: r.int('METRICS_MAX_SERIES_PER_RULE', 1_000, 0, 1_000_000),
+    metricsMaxSeries: r.int('METRICS_MAX_SERIES', 10_000, 0, 1_000_000),
     shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
     defaultAlgorithm: defaultAlgorithm(r),
     quotaMode: r.bool('QUOTA_MODE', false),
