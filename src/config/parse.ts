@@ -243,15 +243,38 @@ function combineRepeated(all: readonly MapEntry[]): { entry: MapEntry; merged: b
   return { entry: { key: last.key, keyNode: last.keyNode, value: combined }, merged: true };
 }
 
+/** Longest text a message quotes in full; longer text is cut (see {@link shortText}). */
+export const MAX_QUOTED_LENGTH = 32;
+
+/** How many characters of a longer text a message shows. */
+const QUOTED_PREFIX_LENGTH = 24;
+
+/**
+ * `text` as problems, logs and `sluice check` may show it: in full up to
+ * {@link MAX_QUOTED_LENGTH} characters, else its first characters, `…` and its length, so a
+ * file that is not a rule file (a linked secret, a key) never appears whole in a message.
+ */
+export function shortText(text: string): string {
+  if (text.length <= MAX_QUOTED_LENGTH) return text;
+  return `${text.slice(0, QUOTED_PREFIX_LENGTH)}… (${text.length} characters)`;
+}
+
+/** `'text'`, cut as {@link shortText} does. */
+export function quote(text: string): string {
+  return `'${shortText(text)}'`;
+}
+
 /** A short description of a node for messages: its source text, or the kind of collection. */
 export function describeNode(node: unknown): string {
   if (node === null || node === undefined) return 'nothing';
   if (isMap(node)) return 'a mapping';
   if (isSeq(node)) return 'a list';
   if (isScalar(node)) {
-    if (typeof node.value === 'string') return `'${node.value}'`;
-    if (typeof node.value === 'symbol') return `'${node.value.description ?? ''}'`;
-    return node.source !== undefined && node.source !== '' ? node.source : String(node.value);
+    if (typeof node.value === 'string') return quote(node.value);
+    if (typeof node.value === 'symbol') return quote(node.value.description ?? '');
+    return shortText(
+      node.source !== undefined && node.source !== '' ? node.source : String(node.value),
+    );
   }
   return 'an unsupported value';
 }
@@ -303,15 +326,15 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
         ok = false;
         sink.add(
           '',
-          `error loading config file: unknown anchor '${alias.source}' referenced; ` +
-            `a value starting with '*' must be quoted ("*${alias.source}")`,
+          `error loading config file: unknown anchor ${quote(alias.source)} referenced; ` +
+            `a value starting with '*' must be quoted ("*${shortText(alias.source)}")`,
           alias,
         );
       } else if (path.includes(target)) {
         ok = false;
         sink.add(
           '',
-          `error loading config file: alias '*${alias.source}' refers to a node that contains it`,
+          `error loading config file: alias ${quote(`*${alias.source}`)} refers to a node that contains it`,
           alias,
         );
       }
@@ -320,9 +343,11 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
   return ok;
 }
 
+/** The first line of a YAML error message, without a trailing colon, at most 200 characters. */
 function firstLine(message: string): string {
-  const line = message.split('\n', 1)[0] ?? message;
-  return line.endsWith(':') ? line.slice(0, -1) : line;
+  let line = message.split('\n', 1)[0] ?? message;
+  if (line.endsWith(':')) line = line.slice(0, -1);
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
 /**

@@ -11,6 +11,8 @@ import { MAX_UINT32, RATE_LIMIT_UNITS, type RateLimitUnit } from '../model.js';
 import type { ConfigProblem } from '../errors.js';
 import {
   describeNode,
+  quote,
+  shortText,
   formatPosition,
   goParseInt,
   goScalarKind,
@@ -365,7 +367,7 @@ class Walker {
       const finalKey = value === '' ? key : `${key}_${value}`;
       this.sink.add(
         `${path}.share_threshold`,
-        `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
+        `share_threshold can only be used with wildcard values (containing '*'), but found key ${quote(finalKey)}`,
         shareThreshold.keyNode,
       );
     }
@@ -450,7 +452,7 @@ class Walker {
           if (text !== undefined && algorithm === undefined) {
             this.sink.add(
               entryPath,
-              `unknown algorithm '${text}'; use one of ${ALGORITHMS.join(', ')}`,
+              `unknown algorithm ${quote(text)}; use one of ${ALGORITHMS.join(', ')}`,
               entry.value ?? entry.keyNode,
             );
           }
@@ -500,7 +502,7 @@ class Walker {
       if (unit === undefined && (unitEntry === undefined || this.isScalarEntry(unitEntry))) {
         this.sink.add(
           unitPath,
-          `invalid rate limit unit '${unitText}'; use one of ${UNIT_CHOICES}`,
+          `invalid rate limit unit ${quote(unitText)}; use one of ${UNIT_CHOICES}`,
           unitNode,
         );
       }
@@ -693,7 +695,7 @@ class Walker {
     const path = parentPath === '' ? repeated.key : `${parentPath}.${repeated.key}`;
     this.sink.warn(
       path,
-      `'${repeated.key}' is written ${lines.length} times (lines ${lines.join(', ')}); ` +
+      `${quote(repeated.key)} is written ${lines.length} times (lines ${lines.join(', ')}); ` +
         (repeated.merged
           ? 'the mappings are merged, later keys over earlier ones,'
           : `only the last one (line ${String(lines[lines.length - 1])}) is used,`) +
@@ -716,7 +718,7 @@ class Walker {
       path,
       `error checking config: ${entry.key} is ${describeNode(node)}, ` +
         (kind === 'float' ? 'a floating-point number' : 'a whole number above 2^63-1') +
-        `, which envoyproxy/ratelimit refuses; write a whole number, or quote it if it is text ("${node.source ?? ''}")`,
+        `, which envoyproxy/ratelimit refuses; write a whole number, or quote it if it is text ("${shortText(node.source ?? '')}")`,
       node,
     );
   }
@@ -741,7 +743,7 @@ class Walker {
       const path = parentPath === '' ? key : `${parentPath}.${key}`;
       this.sink.warn(
         path,
-        `'${key}' is ignored here; it belongs ${home.description}`,
+        `${quote(key)} is ignored here; it belongs ${home.description}`,
         entry.keyNode,
       );
       return;
@@ -752,8 +754,9 @@ class Walker {
           ? `did you mean '${suggestion}'?`
           : `valid keys here: ${validHere.join(', ')}`;
     }
-    const path = parentPath === '' ? key : `${parentPath}.${key}`;
-    this.sink.add(path, `config error, unknown key '${key}'; ${hint}`, entry.keyNode);
+    const shown = shortText(key);
+    const path = parentPath === '' ? shown : `${parentPath}.${shown}`;
+    this.sink.add(path, `config error, unknown key ${quote(key)}; ${hint}`, entry.keyNode);
   }
 
   private isScalarEntry(entry: MapEntry): boolean {
@@ -851,7 +854,7 @@ function checkFileSet(
         file: config.file,
         path: 'domain',
         message:
-          `duplicate domain '${config.domain}' in config file; it is already defined in ${owner.file} ` +
+          `duplicate domain ${quote(config.domain)} in config file; it is already defined in ${owner.file} ` +
           '(set MERGE_DOMAIN_CONFIG=true to merge files of one domain)' +
           at(config.domainPosition),
       });
@@ -883,7 +886,7 @@ function checkCompositeKeys(
         file,
         path: descriptor.path,
         message:
-          `duplicate descriptor composite key '${fullKey}'; it is first defined${first}` +
+          `duplicate descriptor composite key ${quote(fullKey)}; it is first defined${first}` +
           at(descriptor.position),
       });
     }
