@@ -81,6 +81,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const loadOptions = {
     mergeDomainConfigs: settings.mergeDomainConfigs,
     defaultAlgorithm: settings.defaultAlgorithm,
+    maxRulesPerFile: settings.configMaxRulesPerFile,
+    maxRules: settings.configMaxRules,
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
@@ -111,6 +113,8 @@ export async function createApp(options: AppOptions): Promise<App> {
           paths: settings.config.paths,
           mergeDomainConfigs: settings.mergeDomainConfigs,
           defaultAlgorithm: settings.defaultAlgorithm,
+          maxRulesPerFile: settings.configMaxRulesPerFile,
+          maxRules: settings.configMaxRules,
           pollIntervalMs: options.watchPollIntervalMs,
           onSnapshot(snapshot) {
             metrics.service.configLoadSuccess++;

@@ -6,7 +6,12 @@ import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ConfigError, type ConfigProblem } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
 import { buildSnapshot, compareNames } from './snapshot.js';
-import { validateFiles, type ConfigFileInput, type ConfigOptions } from './validate.js';
+import {
+  MAX_RULE_FILE_LENGTH,
+  validateFiles,
+  type ConfigFileInput,
+  type ConfigOptions,
+} from './validate.js';
 
 /** The result of `checkConfig`: what `sluice check` prints. */
 export interface CheckResult {
@@ -145,7 +150,18 @@ export async function readConfigFiles(
 ): Promise<{ inputs: ConfigFileInput[]; problems: ConfigProblem[] }> {
   const inputs: ConfigFileInput[] = [];
   const problems: ConfigProblem[] = [];
-  const contents = await Promise.allSettled(files.map((file) => readFile(file, 'utf8')));
+  // A file too large to be a rule file is not read into memory at all.
+  const contents = await Promise.allSettled(
+    files.map(async (file) => {
+      const info = await stat(file);
+      if (info.size > MAX_RULE_FILE_LENGTH) {
+        throw new Error(
+          `the file is ${info.size} bytes long; at most ${MAX_RULE_FILE_LENGTH} are allowed; split it into several files`,
+        );
+      }
+      return readFile(file, 'utf8');
+    }),
+  );
   contents.forEach((content, index) => {
     const name = files[index]!;
     if (content.status === 'fulfilled') {

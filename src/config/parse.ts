@@ -6,6 +6,7 @@ import {
   LineCounter,
   isAlias,
   isMap,
+  isPair,
   isScalar,
   isSeq,
   parseAllDocuments,
@@ -131,6 +132,7 @@ export function parseConfigYaml(file: string, content: string): ParsedFile {
       sink.add('', `error loading config file: ${firstLine(error.message)}`);
     }
     if (first.errors.length === 0 && !checkAliases(first, sink)) broken = true;
+    if (!broken && !checkExpandedSize(first, sink)) broken = true;
   }
   if (broken) return { file, root: undefined, sink, resolve };
   const root = first === undefined ? null : resolveNode(first, first.contents);
@@ -341,6 +343,53 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
     },
   });
   return ok;
+}
+
+/**
+ * Most YAML nodes a file may hold once its aliases are expanded (each alias counting as a copy of
+ * what it names, as validation walks it). Ten times the default of rules per file leaves room for
+ * any real rule file; an alias bomb (`a: &a [x, x]`, `b: &b [*a, *a]`, ...) expands to millions
+ * from a few kilobytes and is refused before it is walked.
+ */
+export const MAX_YAML_NODES = 250_000;
+
+/** Nesting beyond which the size count stops (validation refuses it anyway). */
+const MAX_COUNT_DEPTH = 256;
+
+/**
+ * Refuse a document that expands to more than {@link MAX_YAML_NODES} nodes. The count is
+ * memoised per node, so it costs time in proportion to the file's text, however much its
+ * aliases would expand.
+ */
+function checkExpandedSize(doc: Document.Parsed, sink: ProblemSink): boolean {
+  const sizes = new Map<unknown, number>();
+  const limit = MAX_YAML_NODES;
+  const sizeOf = (node: unknown, depth: number): number => {
+    let current = node;
+    for (let hops = 0; hops < 32 && isAlias(current); hops++) current = current.resolve(doc);
+    if (!isMap(current) && !isSeq(current)) return 1;
+    const known = sizes.get(current);
+    if (known !== undefined) return known;
+    let size = 1;
+    if (depth < MAX_COUNT_DEPTH) {
+      for (const item of current.items as unknown[]) {
+        if (isPair(item)) size += sizeOf(item.key, depth + 1) + sizeOf(item.value, depth + 1);
+        else size += sizeOf(item, depth + 1);
+        // Saturate: nothing past the limit matters, and a sum of huge counts stays finite.
+        if (size > limit) break;
+      }
+    }
+    size = Math.min(size, limit + 1);
+    sizes.set(current, size);
+    return size;
+  };
+  if (sizeOf(doc.contents, 0) <= limit) return true;
+  sink.add(
+    '',
+    `error loading config file: the file expands to more than ${limit} YAML nodes ` +
+      '(each alias counts as a copy of what it names); split it into several files or use fewer aliases',
+  );
+  return false;
 }
 
 /** The first line of a YAML error message, without a trailing colon, at most 200 characters. */

@@ -105,7 +105,26 @@ export interface ConfigOptions {
    * `sliding_window`.
    */
   readonly defaultAlgorithm?: Algorithm;
+  /**
+   * Most rules (descriptor nodes, nested ones included) one file may hold
+   * (`CONFIG_MAX_RULES_PER_FILE`); default {@link DEFAULT_MAX_RULES_PER_FILE}.
+   */
+  readonly maxRulesPerFile?: number;
+  /** Most rules all files together may hold (`CONFIG_MAX_RULES`); default {@link DEFAULT_MAX_RULES}. */
+  readonly maxRules?: number;
 }
+
+/** Default of `ConfigOptions.maxRulesPerFile`. */
+export const DEFAULT_MAX_RULES_PER_FILE = 20_000;
+
+/** Default of `ConfigOptions.maxRules`. */
+export const DEFAULT_MAX_RULES = 100_000;
+
+/**
+ * Longest rule file, in characters (bytes when read from disk): 8 MiB, several times the size of
+ * {@link DEFAULT_MAX_RULES_PER_FILE} rules, so parsing time stays bounded.
+ */
+export const MAX_RULE_FILE_LENGTH = 8 * 1_048_576;
 
 /** A configuration file's name and text. */
 export interface ConfigFileInput {
@@ -186,13 +205,44 @@ export function validateFiles(
   const perFile: ConfigProblem[][] = [];
   const configs: (FileConfig | undefined)[] = [];
   const warnings: ConfigProblem[] = [];
+  const maxRules = options.maxRules ?? DEFAULT_MAX_RULES;
+  const maxPerFile = options.maxRulesPerFile ?? DEFAULT_MAX_RULES_PER_FILE;
+  let rules = 0;
   for (const { name, content } of files) {
+    if (content.length > MAX_RULE_FILE_LENGTH) {
+      perFile.push([tooLong(name, content.length)]);
+      configs.push(undefined);
+      continue;
+    }
+    if (rules > maxRules) {
+      // Past the total, later files are not even parsed: the set is refused anyway.
+      perFile.push([]);
+      configs.push(undefined);
+      continue;
+    }
     const parsed = parseConfigYaml(name, content);
-    configs.push(
-      parsed.root === undefined
-        ? undefined
-        : validateRoot(parsed, options.defaultAlgorithm ?? 'sliding_window'),
-    );
+    if (parsed.root === undefined) {
+      configs.push(undefined);
+    } else {
+      // The file may hold up to what is left of the total, and at most its own bound.
+      const allowed = Math.min(maxPerFile, maxRules - rules);
+      const walker = new Walker(parsed, options.defaultAlgorithm ?? 'sliding_window', allowed);
+      configs.push(walker.root(parsed.root));
+      rules += walker.rules;
+      if (walker.rules > maxPerFile) {
+        parsed.sink.add(
+          '',
+          `the file holds more than ${maxPerFile} rules (descriptors, nested ones included); ` +
+            'split it into several files or raise CONFIG_MAX_RULES_PER_FILE',
+        );
+      } else if (rules > maxRules) {
+        parsed.sink.add(
+          '',
+          `the rule files hold more than ${maxRules} rules in all (descriptors, nested ones ` +
+            'included) with this file; remove rules or raise CONFIG_MAX_RULES',
+        );
+      }
+    }
     perFile.push(parsed.sink.problems);
     warnings.push(...parsed.sink.warnings);
   }
@@ -209,13 +259,27 @@ export function validateRoot(
   return walker.root(parsed.root ?? null);
 }
 
+/** The problem of a file longer than {@link MAX_RULE_FILE_LENGTH}. */
+function tooLong(file: string, length: number): ConfigProblem {
+  return {
+    file,
+    path: '',
+    message:
+      `error loading config file: the file is ${length} characters long; at most ` +
+      `${MAX_RULE_FILE_LENGTH} are allowed; split it into several files`,
+  };
+}
+
 class Walker {
   private readonly sink: ProblemSink;
   private readonly resolve: (node: unknown) => YamlNode | null;
+  /** Descriptor nodes walked; the walk stops one past `maxRules`. */
+  rules = 0;
 
   constructor(
     private readonly parsed: ParsedFile,
     private readonly defaultAlgorithm: Algorithm,
+    private readonly maxRules: number = Infinity,
   ) {
     this.sink = parsed.sink;
     this.resolve = parsed.resolve;
@@ -277,6 +341,9 @@ class Walker {
     }
     const result: DescriptorConfig[] = [];
     node.items.forEach((item, index) => {
+      // Past the bound the file is refused (validateFiles says so); walking on costs only time.
+      if (this.rules > this.maxRules) return;
+      this.rules++;
       const itemPath = `${path}[${index}]`;
       const resolved = this.resolve(item);
       if (!isMap(resolved)) {
