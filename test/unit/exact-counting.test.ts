@@ -15,6 +15,7 @@ import { MAX_UINT32 } from '../../src/model.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { Algorithm } from '../../src/algorithms/index.js';
 import { makeRule } from '../helpers/rules.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
 
 function snapshotOf(rule: RateLimitRule): ConfigSnapshot {
   const match: LimitMatch = { rule, sharedPatterns: undefined };
@@ -134,5 +135,55 @@ describe.each(ALGORITHMS)('%s: totals never go negative and no charge is lost', 
     const after = store.applyNow!([spec(1)]);
     expect(after.results[0]!.remaining).toBe(2);
     expect(store.top!(1)[0]!.count).toBe(1);
+  });
+});
+
+describe('an enforced override on a shadow rule counter (the issue attack, real config)', () => {
+  it('after 2^64-hit shadow charges and expiry, the override admits at most 3 per second', async () => {
+    const snapshot = buildSnapshot([
+      {
+        name: 'd.yaml',
+        content:
+          'domain: d\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {unit: second, requests_per_unit: 3}\n',
+      },
+    ]);
+    const clock = createManualClock(1_700_000_000_000);
+    const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    const limiter = createLimiter({ store, shadowMode: false });
+    const shadowCall = (hits: number) => limiter.decide(snapshot, request(hits));
+    const overrideCall = () =>
+      limiter.decide(snapshot, {
+        domain: 'd',
+        descriptors: [
+          {
+            entries: [{ key: 'k', value: 'v' }],
+            limit: { requestsPerUnit: 3, unit: 'second' },
+            hitsAddend: 1,
+          },
+        ],
+        hitsAddend: 0,
+      });
+    // A huge shadow charge, then small ones in later sub-buckets: in floating point the small
+    // ones vanish into the huge total, so when the huge bucket expires the total is short of
+    // them, and when they expire in turn it goes below zero.
+    await shadowCall(2 ** 64);
+    clock.advance(300);
+    await shadowCall(1);
+    clock.advance(300);
+    await shadowCall(1);
+    clock.advance(500);
+    // t0 + 1100 ms: the huge bucket has expired, the two small ones have not.
+    let admitted = 0;
+    for (let k = 0; k < 8; k++) {
+      const response = await overrideCall();
+      if (response.overallCode === 'OK') admitted++;
+      expect(response.statuses[0]!.limitRemaining).toBeLessThanOrEqual(3);
+      for (const counter of store.top!(10)) expect(counter.count).toBeGreaterThanOrEqual(0);
+      clock.advance(100);
+    }
+    // Between t0 + 1100 and t0 + 1800 the window still holds the two small hits (until 1300
+    // and 1600): at most 3 - 2 + 2 = 3 can be admitted.
+    expect(admitted).toBeLessThanOrEqual(3);
+    await store.close();
   });
 });
