@@ -347,11 +347,11 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
 
 /**
  * Most YAML nodes a file may hold once its aliases are expanded (each alias counting as a copy of
- * what it names, as validation walks it). Ten times the default of rules per file leaves room for
- * any real rule file; an alias bomb (`a: &a [x, x]`, `b: &b [*a, *a]`, ...) expands to millions
- * from a few kilobytes and is refused before it is walked.
+ * what it names, as validation walks it). Fifty nodes per rule at the default of rules per file
+ * leave room for any real rule file; an alias bomb (`a: &a [x, x]`, `b: &b [*a, *a]`, ...)
+ * expands to millions from a few kilobytes and is refused before it is walked.
  */
-export const MAX_YAML_NODES = 250_000;
+export const MAX_YAML_NODES = 1_000_000;
 
 /** Nesting beyond which the size count stops (validation refuses it anyway). */
 const MAX_COUNT_DEPTH = 256;
