@@ -250,15 +250,6 @@ export function validateFiles(
   return { configs, problems: perFile.flat(), warnings };
 }
 
-/** Validate one parsed file's root. Problems go to `parsed.sink`. */
-export function validateRoot(
-  parsed: ParsedFile,
-  defaultAlgorithm: Algorithm = 'sliding_window',
-): FileConfig {
-  const walker = new Walker(parsed, defaultAlgorithm);
-  return walker.root(parsed.root ?? null);
-}
-
 /** The problem of a file longer than {@link MAX_RULE_FILE_LENGTH}. */
 function tooLong(file: string, length: number): ConfigProblem {
   return {
@@ -279,7 +270,7 @@ class Walker {
   constructor(
     private readonly parsed: ParsedFile,
     private readonly defaultAlgorithm: Algorithm,
-    private readonly maxRules: number = Infinity,
+    private readonly maxRules: number,
   ) {
     this.sink = parsed.sink;
     this.resolve = parsed.resolve;

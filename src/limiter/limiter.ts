@@ -81,8 +81,7 @@ const NO_HEADERS: readonly never[] = Object.freeze([]);
  * exact, so small charges are never lost to rounding and no total goes negative.
  */
 export function hitsFor(descriptor: RequestDescriptor, requestHits: number): number {
-  const hits = descriptor.hitsAddend ?? Math.max(1, requestHits);
-  return hits < MAX_UINT32 ? hits : MAX_UINT32;
+  return Math.min(descriptor.hitsAddend ?? Math.max(1, requestHits), MAX_UINT32);
 }
 
 /** How a rule's counters take part in admission: shadow wins over quota (as in the reference). */

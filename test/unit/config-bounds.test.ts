@@ -75,10 +75,21 @@ describe('rule file bounds', () => {
     const over = validateFiles([{ name: 'a.yaml', content: rulesFile(51) }], {
       maxRulesPerFile: 50,
     });
-    expect(over.problems.map((p) => p.message)).toEqual([
-      'the file holds more than 50 rules (descriptors, nested ones included); split it into ' +
-        'several files or raise CONFIG_MAX_RULES_PER_FILE',
+    expect(over.problems).toEqual([
+      {
+        file: 'a.yaml',
+        path: '',
+        message:
+          'the file holds more than 50 rules (descriptors, nested ones included); split it into ' +
+          'several files or raise CONFIG_MAX_RULES_PER_FILE',
+      },
     ]);
+    // The walk stopped one past the bound.
+    expect(over.configs[0]!.descriptors).toHaveLength(51);
+    const far = validateFiles([{ name: 'a.yaml', content: rulesFile(500) }], {
+      maxRulesPerFile: 50,
+    });
+    expect(far.configs[0]!.descriptors).toHaveLength(51);
   });
 
   it('nested rules count too', () => {
@@ -111,6 +122,10 @@ describe('rule file bounds', () => {
       },
     ]);
     expect(over.configs[3]).toBeUndefined();
+    // The file that passed the total was walked only as far as the total allowed.
+    expect(over.configs[2]!.descriptors).toHaveLength(1);
+    const generous = validateFiles(files, { maxRules: 60, maxRulesPerFile: 1_000 });
+    expect(generous.configs[2]!.descriptors).toHaveLength(1);
   });
 
   it('a text longer than 8 MiB is refused without parsing', () => {

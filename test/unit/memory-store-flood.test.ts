@@ -8,6 +8,10 @@ import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import { createStore } from '../../src/stores/index.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { loadSettings } from '../../src/settings.js';
+import { capturingLogger } from '../helpers/app.js';
 
 const CAP = 1_000;
 const JUNK = 20_000;
@@ -85,6 +89,35 @@ describe('a key flood cannot reset a counter that is limiting someone', () => {
     expect(admitted('victim')).toBe(false);
     // The stored junk counters are still limiting.
     expect(admitted('junk-0', 1)).toBe(false);
+    await store.close();
+  });
+});
+
+describe('the memory store as the app creates it: keys not stored are counted and warned about', () => {
+  it('counts every key not stored in the metric and warns at most once a minute', async () => {
+    const clock = createManualClock(1_700_000_000_000);
+    const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+    const { logger, lines } = capturingLogger();
+    const store = await createStore(loadSettings({ MEMORY_MAX_KEYS: '64' }), {
+      clock: clock.now,
+      logger,
+      metrics: metrics.store,
+    });
+    const limited = (key: string) => store.applyNow!([spec(key, 1)]).admitted;
+    for (let i = 0; i < 64; i++) expect(limited(`full-${i}`)).toBe(true);
+    for (let i = 0; i < 10; i++) expect(limited(`new-${i}`)).toBe(true);
+    const warnings = () => lines.filter((l) => String(l.msg).startsWith('new counters not stored'));
+    expect(warnings()).toEqual([
+      expect.objectContaining({ level: 40, count: 1, maxKeys: 64, module: 'memory-store' }),
+    ]);
+    clock.advance(59_999);
+    limited('later-0');
+    expect(warnings()).toHaveLength(1);
+    clock.advance(1);
+    limited('later-1');
+    // The count since the last warning: 9 + 1 + 1.
+    expect(warnings()[1]).toMatchObject({ count: 11 });
+    expect(await metrics.render()).toContain('sluice_store_keys_not_stored_total 12\n');
     await store.close();
   });
 });

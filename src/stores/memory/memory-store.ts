@@ -232,6 +232,8 @@ class MemoryStore implements CounterStore {
   /** Cumulative hits on the key up to and including each spec. */
   private readonly cumHits: number[] = [];
   private readonly over: boolean[] = [];
+  /** Whether any spec on the key of each first spec was left without room. */
+  private readonly limitingOf: boolean[] = [];
   /** Specs of the batch being applied (0 between batches). */
   private batchCount = 0;
   /** A counter was removed while this batch was applied. */
@@ -323,7 +325,7 @@ class MemoryStore implements CounterStore {
     const now = Math.floor(this.clock());
     const count = specs.length;
     const slots = this.slots;
-    const { states, slotOf, firstOf, keyHits, cumHits, over } = this;
+    const { states, slotOf, firstOf, keyHits, cumHits, over, limitingOf } = this;
 
     this.sweep(now, this.sweepBatch + count);
     this.batchCount = count;
@@ -406,12 +408,7 @@ class MemoryStore implements CounterStore {
         // Saturate below 2^53, where doubles stop counting exactly: only a shadow counter far
         // over its limit gets near it (every charge is at most MAX_UINT32 from the limiter).
         const room = MAX_EXACT_TOTAL - state.total;
-        ALGORITHM_STEPS[spec.algorithm].charge(
-          state,
-          now,
-          spec.hits <= room ? spec.hits : room,
-          spec,
-        );
+        ALGORITHM_STEPS[spec.algorithm].charge(state, now, Math.min(spec.hits, room), spec);
         const slot = slotOf[first]!;
         if (slot === NONE || !this.owns(slot, spec.key)) continue;
         // The cap's reclaim reads the column: a counter charged here must not look expired
@@ -426,7 +423,7 @@ class MemoryStore implements CounterStore {
       const spec = specs[i]!;
       // A later duplicate may have created the state after this spec looked it up.
       const state = states[i] ?? states[firstOf[i]!] ?? EMPTY;
-      results[i] = ALGORITHM_STEPS[spec.algorithm].result(
+      const result = ALGORITHM_STEPS[spec.algorithm].result(
         state,
         now,
         cumHits[i]!,
@@ -434,23 +431,21 @@ class MemoryStore implements CounterStore {
         over[i]!,
         newResult(),
       );
+      results[i] = result;
+      // Duplicates come after their first spec, which resets the flag.
+      const first = firstOf[i]!;
+      const limiting = result.overLimit || result.remaining === 0;
+      limitingOf[first] = first === i ? limiting : limitingOf[first] === true || limiting;
     }
     // Write every counter back to its columns, and drop references so the scratch never keeps
-    // a deleted counter alive.
+    // a deleted counter alive. A counter any of whose specs was left without room is limiting
+    // someone.
     for (let i = 0; i < count; i++) {
       const slot = slotOf[i]!;
       if (firstOf[i] === i && slot !== NONE && this.owns(slot, specs[i]!.key)) {
         this.save(slot, states[i]!, specs[i]!);
-        this.meta[slot] = this.meta[slot]! & ~LIMITING;
-      }
-    }
-    // A counter any of whose specs was left without room is limiting someone.
-    for (let i = 0; i < count; i++) {
-      const result = results[i]!;
-      if (!result.overLimit && result.remaining > 0) continue;
-      const slot = slotOf[firstOf[i]!]!;
-      if (slot !== NONE && this.owns(slot, specs[i]!.key)) {
-        this.meta[slot] = this.meta[slot]! | LIMITING;
+        const bits = this.meta[slot]! & ~LIMITING;
+        this.meta[slot] = limitingOf[i] === true ? bits | LIMITING : bits;
       }
     }
     for (let i = 0; i < count; i++) states[i] = undefined;
@@ -474,21 +469,10 @@ class MemoryStore implements CounterStore {
   private load(slot: number, at: number, spec: CounterSpec): CounterState {
     const shape = this.meta[slot]! & SHAPE;
     if (shape === WIDE) return this.wide.get(slot)!;
-    let state = this.scratch[at];
-    let ring = this.scratchRings[at];
-    if (state === undefined || ring === undefined) {
-      state = createCounterState();
-      ring = state.ring;
-      this.scratch[at] = state;
-      this.scratchRings[at] = ring;
-    }
-    state.ring = ring;
-    state.head = 0;
+    const state = this.scratchState(at);
+    const ring = state.ring;
     state.total = this.total[slot]!;
     state.emptyAtMs = this.emptyAt[slot]!;
-    state.stampMs = 0;
-    ring[0] = 0;
-    ring[1] = 0;
     state.length = shape === ONE_PAIR ? 1 : 0;
     const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
     if (shape === ONE_PAIR) {
@@ -500,8 +484,8 @@ class MemoryStore implements CounterStore {
     return state;
   }
 
-  /** Scratch state `at`, empty: the state of a counter decided without being stored. */
-  private fresh(at: number): CounterState {
+  /** Scratch state `at`, empty (its own two-number ring, zeroed). */
+  private scratchState(at: number): CounterState {
     let state = this.scratch[at];
     let ring = this.scratchRings[at];
     if (state === undefined || ring === undefined) {
@@ -518,8 +502,13 @@ class MemoryStore implements CounterStore {
     state.length = 0;
     ring[0] = 0;
     ring[1] = 0;
-    this.notStored++;
     return state;
+  }
+
+  /** The empty state of a counter decided without being stored (counted as not stored). */
+  private fresh(at: number): CounterState {
+    this.notStored++;
+    return this.scratchState(at);
   }
 
   /**
