@@ -121,3 +121,28 @@ describe('the memory store as the app creates it: keys not stored are counted an
     await store.close();
   });
 });
+
+describe('a counter is limiting when any spec on its key is', () => {
+  it('a later duplicate in the batch left without room protects the counter', () => {
+    const clock = createManualClock(1_700_000_000_000);
+    const store = createMemoryStore({ clock: clock.now, maxKeys: 8, sweepIntervalMs: 0 });
+    // One counter, two limits on it: 10 has room after 2 hits, 2 has none.
+    expect(store.applyNow!([spec('k', 10), spec('k', 2)]).admitted).toBe(true);
+    for (let i = 0; i < 200; i++) {
+      store.applyNow!([spec(`junk-${i}`)]);
+      store.applyNow!([spec(`junk-${i}`)]);
+    }
+    expect(store.applyNow!([spec('k', 2)]).admitted).toBe(false);
+  });
+
+  it('the first spec left without room protects it too, whatever the later ones', () => {
+    const clock = createManualClock(1_700_000_000_000);
+    const store = createMemoryStore({ clock: clock.now, maxKeys: 8, sweepIntervalMs: 0 });
+    expect(store.applyNow!([spec('k', 2), spec('k', 10)]).admitted).toBe(true);
+    for (let i = 0; i < 200; i++) {
+      store.applyNow!([spec(`junk-${i}`)]);
+      store.applyNow!([spec(`junk-${i}`)]);
+    }
+    expect(store.applyNow!([spec('k', 2)]).admitted).toBe(false);
+  });
+});
