@@ -21,6 +21,8 @@ const GRPC_INTEGRATION = [
   'algorithms-grpc',
   'tls',
   'grpc-connections',
+  'telemetry-metrics',
+  'telemetry-tracing',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

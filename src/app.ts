@@ -270,7 +270,8 @@ export async function createApp(options: AppOptions): Promise<App> {
           latencies,
           host: stats.statsdHost,
           port: stats.statsdPort,
-          protocol: stats.statsdProtocol,
+          // DogStatsD is UDP, as the reference's datadog-go client; STATSD_PROTOCOL is gostats'.
+          protocol: stats.sink === 'dogstatsd' ? 'udp' : stats.statsdProtocol,
           flushIntervalMs: stats.flushIntervalMs,
           extraTags: stats.extraTags,
           dogstatsd: stats.sink === 'dogstatsd' ? { mogrifiers: stats.mogrifiers } : undefined,

@@ -21,7 +21,7 @@ export interface StatsSettings {
   readonly statsdHost: string;
   /** `STATSD_PORT` (default 8125). */
   readonly statsdPort: number;
-  /** `STATSD_PROTOCOL` (gostats' variable): `tcp` (default, as the reference) or `udp`. */
+  /** `STATSD_PROTOCOL` (gostats' variable): `tcp` (default, as the reference) or `udp`; DogStatsD is always UDP. */
   readonly statsdProtocol: 'tcp' | 'udp';
   /** `STATS_FLUSH_INTERVAL` in ms (default `10s`): how often counters are pushed. */
   readonly flushIntervalMs: number;

@@ -180,6 +180,9 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
   };
 
   let udp: dgram.Socket | undefined;
+  // Datagrams handed to the socket and not yet sent; close waits for them.
+  let udpSending = 0;
+  const udpIdle: (() => void)[] = [];
   let tcp: net.Socket | undefined;
   let tcpReady = false;
   const connectTcp = (): void => {
@@ -208,7 +211,13 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
     if (udp !== undefined) {
       let packet = '';
       const out = (text: string): void => {
-        udp.send(text, port, host, (err) => (err ? unreachable(err) : reached()));
+        udpSending++;
+        udp.send(text, port, host, (err) => {
+          udpSending--;
+          if (err) unreachable(err);
+          else reached();
+          if (udpSending === 0) for (const done of udpIdle.splice(0)) done();
+        });
       };
       for (const line of lines) {
         if (packet.length > 0 && packet.length + line.length + 1 > UDP_PAYLOAD_BYTES) {
@@ -243,6 +252,7 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
       flush();
       if (udp !== undefined) {
         const socket = udp;
+        if (udpSending > 0) await new Promise<void>((resolve) => udpIdle.push(resolve));
         await new Promise<void>((resolve) => socket.close(() => resolve()));
       }
       if (tcp !== undefined) {

@@ -233,9 +233,11 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
     return response;
   };
 
-  const fail = (err: unknown): SluiceError => {
+  // A failed call is timed too: the reference's response_time covers every call.
+  const fail = (err: unknown, start: number): SluiceError => {
     const error = SluiceError.from(err);
     countFailure(error);
+    if (metrics !== undefined) metrics.observeLatency((performance.now() - start) / 1000);
     return error;
   };
 
@@ -251,7 +253,7 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
           validateRequest(request, bounds);
           decided = decideNow(config(), request);
         } catch (err) {
-          return Promise.reject(fail(err));
+          return Promise.reject(fail(err, start));
         }
         try {
           return Promise.resolve(complete(request, decided, start));
@@ -263,10 +265,10 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
         validateRequest(request, bounds);
         return limiter.decide(config(), request).then(
           (decided) => complete(request, decided, start),
-          (err: unknown) => Promise.reject(fail(err)),
+          (err: unknown) => Promise.reject(fail(err, start)),
         );
       } catch (err) {
-        return Promise.reject(fail(err));
+        return Promise.reject(fail(err, start));
       }
     },
   };
