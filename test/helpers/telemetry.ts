@@ -16,11 +16,11 @@ export const TELEMETRY_BINARIES = {
     path:
       process.env['STATSD_EXPORTER_BIN'] ??
       path.join(REPO_ROOT, '.cache', 'go-bin', 'statsd_exporter'),
-    install: 'GOBIN=$PWD/.cache/go-bin go install github.com/prometheus/statsd_exporter@v0.31.0',
+    install: 'bash scripts/install-telemetry-tools.sh',
   },
   jaeger: {
     path: process.env['JAEGER_BIN'] ?? path.join(REPO_ROOT, '.cache', 'go-bin', 'jaeger'),
-    install: 'bash scripts/install-jaeger.sh',
+    install: 'bash scripts/install-telemetry-tools.sh',
   },
 } as const;
 
