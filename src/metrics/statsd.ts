@@ -170,7 +170,8 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
     reachable = false;
     logger.warn(
       { err: err.message, host, port, protocol },
-      'statsd is unreachable; counts are kept and sent once it answers',
+      'statsd is unreachable; counts are kept and sent once it answers ' +
+        '(USE_STATSD is on by default, as in the reference; USE_STATSD=false turns it off)',
     );
   };
   const reached = (): void => {
