@@ -44,12 +44,13 @@ export interface StatsdExporter {
   samples(): Promise<Map<string, number>>;
 }
 
-/** Start statsd_exporter with `mappingFile` on free loopback ports. */
+/** Start statsd_exporter with `mappingFile` on free loopback ports (or on `statsdPort`). */
 export async function startStatsdExporter(
   group: ProcessGroup,
   mappingFile: string,
+  port?: number,
 ): Promise<StatsdExporter> {
-  const statsdPort = await freePort();
+  const statsdPort = port ?? (await freePort());
   const webPort = await freePort();
   const proc = group.spawn('statsd_exporter', TELEMETRY_BINARIES.statsd_exporter.path, [
     `--statsd.listen-udp=127.0.0.1:${statsdPort}`,

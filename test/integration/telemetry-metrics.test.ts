@@ -11,7 +11,7 @@ import { createApp, type App, type AppAddresses } from '../../src/app.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
 import { createEnvoyRlsClient, rlsRequest } from '../helpers/envoy-rls-client.js';
-import { ruleDir } from '../helpers/app.js';
+import { capturingLogger, ruleDir } from '../helpers/app.js';
 import { REPO_ROOT, freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
 import { startRedis } from '../helpers/redis.js';
 import { parseSamples, requireTelemetryBinary, startStatsdExporter } from '../helpers/telemetry.js';
@@ -73,7 +73,10 @@ afterEach(async () => {
 });
 
 /** Start sluice on free loopback ports with `env`, serving RULES. */
-async function start(env: Record<string, string>): Promise<{ app: App } & AppAddresses> {
+async function start(
+  env: Record<string, string>,
+  logger = silent(),
+): Promise<{ app: App } & AppAddresses> {
   const dir = await ruleDir({ 'telemetry.yaml': RULES });
   const settings = loadSettings(
     {
@@ -89,7 +92,7 @@ async function start(env: Record<string, string>): Promise<{ app: App } & AppAdd
     },
     { config: [dir] },
   );
-  const app = await createApp({ settings, logger: silent(), watch: false });
+  const app = await createApp({ settings, logger, watch: false });
   running.push(app);
   return { app, ...(await app.start()) };
 }
@@ -135,6 +138,44 @@ describe.skipIf(exporterNeed.skip)('statsd into a real statsd_exporter', () => {
       { timeoutMs: 10_000, onTimeout: () => JSON.stringify(seen, null, 2) },
     );
     expect(seen).toEqual(REFERENCE_FIGURES);
+  });
+
+  it('keeps what it could not send while statsd was down, and sends it once statsd answers', async () => {
+    const statsdPort = await freePort();
+    const { logger, lines } = capturingLogger();
+    const { grpcPort } = await start(
+      {
+        USE_STATSD: 'true',
+        STATSD_HOST: '127.0.0.1',
+        STATSD_PORT: String(statsdPort),
+        STATS_FLUSH_INTERVAL: '100ms',
+      },
+      logger,
+    );
+    await sendCalls(`127.0.0.1:${grpcPort}`);
+    await waitFor(
+      'the unreachable warning',
+      () => lines.some((l) => String(l['msg']).startsWith('statsd is unreachable')),
+      { timeoutMs: 5_000 },
+    );
+    const exporter = await startStatsdExporter(group, MAPPING, statsdPort);
+    let seen: Record<string, number> = {};
+    await waitFor(
+      'the counters in statsd_exporter after it started',
+      async () => {
+        seen = comparable(await exporter.samples());
+        return seen['ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}'] === 6;
+      },
+      { timeoutMs: 10_000, onTimeout: () => JSON.stringify(seen, null, 2) },
+    );
+    expect(seen['ratelimit_service_rate_limit_total_hits{domain="telemetry",key1="api_key"}']).toBe(
+      5,
+    );
+    // Warned once, however many flushes failed; and said when it came back.
+    expect(lines.filter((l) => String(l['msg']).startsWith('statsd is unreachable'))).toHaveLength(
+      1,
+    );
+    expect(lines.some((l) => l['msg'] === 'statsd reachable again')).toBe(true);
   });
 
   it.skipIf(REFERENCE_BIN === undefined)(
