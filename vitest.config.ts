@@ -89,7 +89,11 @@ export default defineConfig({
       {
         test: {
           name: 'e2e-grpc-js',
-          include: ['test/e2e/envoy.test.ts', 'test/e2e/envoy-tls.test.ts'],
+          include: [
+            'test/e2e/envoy.test.ts',
+            'test/e2e/envoy-tls.test.ts',
+            'test/e2e/envoy-tracing.test.ts',
+          ],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
