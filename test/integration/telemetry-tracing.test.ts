@@ -4,6 +4,9 @@
  * OTLP/gRPC export, and with Redis the store span under "ShouldRateLimit Execution".
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
@@ -11,7 +14,13 @@ import { createLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
 import { ruleDir } from '../helpers/app.js';
 import { loadEnvoyRls, rlsRequest } from '../helpers/envoy-rls-client.js';
-import { useProcessGroup, waitFor } from '../helpers/processes.js';
+import {
+  ensureBuilt,
+  freePort,
+  startSluice,
+  useProcessGroup,
+  waitFor,
+} from '../helpers/processes.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
 import {
   requireTelemetryBinary,
@@ -199,5 +208,48 @@ describe.skipIf(need.skip)('tracing into a real Jaeger', () => {
     // The sampled call's spans arrive; the unsampled one's, sent before it, never do.
     await spansOf(sampled, ['ShouldRateLimit Execution']);
     expect(await jaeger.trace(unsampled)).toEqual([]);
+  });
+});
+
+describe('tracing off loads no OpenTelemetry code', () => {
+  const group = useProcessGroup();
+
+  it('resolves no @opentelemetry module unless TRACING_ENABLED=true', async () => {
+    ensureBuilt();
+    // A module resolve hook in the sluice process that reports every @opentelemetry import.
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-otel-hook-'));
+    const hook = path.join(dir, 'hook.mjs');
+    await writeFile(
+      hook,
+      `export async function resolve(specifier, context, next) {
+  if (specifier.startsWith('@opentelemetry/')) process.stderr.write('RESOLVED ' + specifier + '\\n');
+  return next(specifier, context);
+}
+`,
+    );
+    const register = path.join(dir, 'register.mjs');
+    await writeFile(
+      register,
+      `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hook}`)});\n`,
+    );
+    const run = async (tracing: string): Promise<string> => {
+      const sluice = await startSluice(group, {
+        grpcPort: await freePort(),
+        env: {
+          NODE_OPTIONS: `--import ${register}`,
+          USE_STATSD: 'false',
+          TRACING_ENABLED: tracing,
+          // Nothing listens there; no call is made, so nothing is exported.
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+        },
+      });
+      await callWith(`127.0.0.1:${sluice.grpcPort}`, {});
+      const output = sluice.proc.output();
+      await sluice.proc.stop();
+      return output;
+    };
+    expect(await run('false')).not.toContain('RESOLVED @opentelemetry/');
+    // The hook does see them when tracing is on.
+    expect(await run('true')).toContain('RESOLVED @opentelemetry/sdk-trace');
   });
 });
