@@ -93,6 +93,9 @@ const RULE_FIELDS = [
 /** Longest wait for the TCP connection to close at shutdown, ms. */
 const CLOSE_TIMEOUT_MS = 1_000;
 
+/** Unsent TCP bytes above which a flush waits for the peer to read (growth is kept). */
+const TCP_BACKLOG_BYTES = 4 * 1024 * 1024;
+
 /** A datagram holds whole lines up to this many bytes (gostats' size, no IP fragmentation). */
 const UDP_PAYLOAD_BYTES = 1432;
 
@@ -211,6 +214,7 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
   const send = (lines: string[]): boolean => {
     if (udp !== undefined) {
       let packet = '';
+      let bytes = 0;
       const out = (text: string): void => {
         udpSending++;
         udp.send(text, port, host, (err) => {
@@ -221,11 +225,14 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
         });
       };
       for (const line of lines) {
-        if (packet.length > 0 && packet.length + line.length + 1 > UDP_PAYLOAD_BYTES) {
+        const size = Buffer.byteLength(line) + 1;
+        if (bytes > 0 && bytes + size > UDP_PAYLOAD_BYTES) {
           out(packet);
           packet = '';
+          bytes = 0;
         }
         packet += `${line}\n`;
+        bytes += size;
       }
       if (packet.length > 0) out(packet);
       return true;
@@ -234,6 +241,8 @@ export function createStatsdSink(options: StatsdSinkOptions): StatsdSink {
       connectTcp();
       return false;
     }
+    // A peer that stopped reading: keep the growth for later rather than buffer without bound.
+    if (tcp.writableLength > TCP_BACKLOG_BYTES) return false;
     tcp.write(lines.join('\n') + '\n');
     return true;
   };

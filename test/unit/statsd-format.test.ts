@@ -1,4 +1,6 @@
+import dgram from 'node:dgram';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import {
   compileGoPattern,
@@ -7,7 +9,11 @@ import {
   tagSuffix,
   type Mogrifier,
 } from '../../src/metrics/statsd-format.js';
-import { collectLines, createLatencyReservoir } from '../../src/metrics/statsd.js';
+import {
+  collectLines,
+  createLatencyReservoir,
+  createStatsdSink,
+} from '../../src/metrics/statsd.js';
 
 const rlMogrifier: Mogrifier = {
   label: 'RL',
@@ -95,5 +101,48 @@ describe('collectLines', () => {
       Array(4).fill('ratelimit_server.ShouldRateLimit.response_time:2|ms|@0.25'),
     );
     expect(reservoir.drain().samples.length).toBe(0);
+  });
+});
+
+describe('the UDP sink', () => {
+  it('packs whole lines into datagrams of at most 1432 bytes, and sends every line', async () => {
+    const socket = dgram.createSocket('udp4');
+    const datagrams: Buffer[] = [];
+    socket.on('message', (message) => datagrams.push(message));
+    await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+    try {
+      const latencies = createLatencyReservoir();
+      const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+      // Multi-byte characters, so characters and bytes differ.
+      for (let i = 0; i < 60; i++) metrics.statsFor(`edge.user_é${i}`).totalHits = i + 1;
+      const sink = createStatsdSink({
+        metrics,
+        latencies,
+        host: '127.0.0.1',
+        port: socket.address().port,
+        protocol: 'udp',
+        flushIntervalMs: 3_600_000,
+        extraTags: [],
+        logger: createLogger({ level: 'fatal', format: 'json' }),
+      });
+      await sink.close();
+      const want = Array.from(
+        { length: 60 },
+        (_, i) => `ratelimit.service.rate_limit.edge.user_é${i}.total_hits:${i + 1}|c`,
+      );
+      const deadline = Date.now() + 5_000;
+      const lines = () => datagrams.flatMap((d) => d.toString('utf8').split('\n').filter(Boolean));
+      while (lines().length < want.length && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(datagrams.length).toBeGreaterThan(1);
+      for (const d of datagrams) {
+        expect(d.length).toBeLessThanOrEqual(1432);
+        expect(d.toString('utf8').endsWith('\n')).toBe(true);
+      }
+      expect(lines().sort()).toEqual(want.sort());
+    } finally {
+      socket.close();
+    }
   });
 });
