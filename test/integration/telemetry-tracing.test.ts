@@ -213,9 +213,10 @@ describe.skipIf(need.skip)('tracing into a real Jaeger', () => {
 
 describe('tracing off loads no OpenTelemetry code', () => {
   const group = useProcessGroup();
+  // Building dist/ can take a while on a busy machine; it runs once per process.
+  beforeAll(() => ensureBuilt(), 180_000);
 
   it('resolves no @opentelemetry module unless TRACING_ENABLED=true', async () => {
-    ensureBuilt();
     // A module resolve hook in the sluice process that reports every @opentelemetry import.
     const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-otel-hook-'));
     const hook = path.join(dir, 'hook.mjs');
@@ -251,5 +252,5 @@ describe('tracing off loads no OpenTelemetry code', () => {
     expect(await run('false')).not.toContain('RESOLVED @opentelemetry/');
     // The hook does see them when tracing is on.
     expect(await run('true')).toContain('RESOLVED @opentelemetry/sdk-trace');
-  });
+  }, 60_000);
 });
