@@ -212,6 +212,7 @@ function buildRule(
     valueToMetric: descriptor.valueToMetric,
     shareThreshold: descriptor.shareThreshold,
     quotaMode: descriptor.quotaMode,
+    metadata: descriptor.metadata,
     fromOverride: false,
   });
 }
