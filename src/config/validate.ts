@@ -29,7 +29,7 @@ import {
   type SourcePosition,
   type YamlNode,
 } from './parse.js';
-import { isKeyWildcard, isWildcard } from './glob.js';
+import { isWildcard } from './glob.js';
 import { ALGORITHMS, SLIDING_LOG_MAX_LIMIT, type Algorithm } from '../algorithms/types.js';
 import { TOKEN_BUCKET_MAX_PRODUCT } from '../algorithms/token-bucket.js';
 import { UNIT_MS } from '../model.js';
@@ -371,10 +371,10 @@ class Walker {
     if (key === '' && keyIsString) {
       this.sink.add(`${path}.key`, 'descriptor has empty key', keyNode);
     }
-    // The reference tests the joined `key_value` text for a trailing `*`, so a key-only node whose
-    // key ends with `*` may share too (docs/compatibility.md, "A `*` in a descriptor key").
-    if (shareThreshold !== undefined && !isWildcard(value) && !isKeyWildcard(key, value)) {
-      const finalKey = value === '' ? key : `${key}_${value}`;
+    // The reference tests the joined `key_value` text for a `*`, so a node with a `*` in its key
+    // may share too (docs/compatibility.md, "A `*` in a descriptor key").
+    const finalKey = value === '' ? key : `${key}_${value}`;
+    if (shareThreshold !== undefined && !isWildcard(finalKey)) {
       this.sink.add(
         `${path}.share_threshold`,
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
