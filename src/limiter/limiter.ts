@@ -304,8 +304,12 @@ function metadataOf(
       entries: descriptor.entries.map((entry) => `${entry.key}=${entry.value}`),
     };
     if (descriptor.limit !== undefined) {
-      const unit = descriptor.limit.unit?.toUpperCase() ?? 'UNKNOWN';
-      fields.limit = `requests_per_unit:${descriptor.limit.requestsPerUnit} unit:${unit}`;
+      // Protobuf text form, which leaves out fields at their zero value (0, UNKNOWN).
+      const { requestsPerUnit, unit } = descriptor.limit;
+      const parts: string[] = [];
+      if (requestsPerUnit !== 0) parts.push(`requests_per_unit:${requestsPerUnit}`);
+      if (unit !== undefined) parts.push(`unit:${unit.toUpperCase()}`);
+      fields.limit = parts.join(' ');
     }
     if (descriptor.hitsAddend !== undefined) fields.hitsAddend = descriptor.hitsAddend;
     return fields;

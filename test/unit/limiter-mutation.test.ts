@@ -184,7 +184,7 @@ describe('several limits over at once', () => {
 });
 
 describe('dynamic metadata', () => {
-  it('entries, overrides with their unit (UNKNOWN when unknown), hits_addend fields', async () => {
+  it('entries, overrides in protobuf text form (zero fields left out), hits_addend fields', async () => {
     const { store } = memory();
     const limiter = createLimiter({ store, shadowMode: false, responseDynamicMetadata: true });
     const snapshot = snapshotOf({ q: makeRule({ quotaMode: true, requestsPerUnit: 5 }) });
@@ -195,6 +195,7 @@ describe('dynamic metadata', () => {
           desc('q', { hitsAddend: 2 }),
           desc('x', { limit: { requestsPerUnit: 3, unit: 'hour' } }),
           desc('y', { limit: { requestsPerUnit: 4, unit: undefined } }),
+          desc('z', { limit: { requestsPerUnit: 0, unit: 'day' } }),
         ],
         7,
       ),
@@ -204,7 +205,9 @@ describe('dynamic metadata', () => {
       descriptors: [
         { entries: ['q=v'], hitsAddend: 2 },
         { entries: ['x=v'], limit: 'requests_per_unit:3 unit:HOUR' },
-        { entries: ['y=v'], limit: 'requests_per_unit:4 unit:UNKNOWN' },
+        // Protobuf text form leaves out fields at zero (UNKNOWN, 0), as the reference prints it.
+        { entries: ['y=v'], limit: 'requests_per_unit:4' },
+        { entries: ['z=v'], limit: 'unit:DAY' },
       ],
       hitsAddend: 7,
     });
