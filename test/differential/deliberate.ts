@@ -31,6 +31,14 @@ export const RULES = {
     name: 'repeated-counter-remaining',
     why: 'when several descriptors of one request count on one counter, sluice reports each with the counter after the whole request, the reference each with its own running total; codes are still compared',
   },
+  patternOverride: {
+    name: 'override-on-pattern-value',
+    why: 'a descriptor with a limit override whose value is spelled like a share_threshold pattern (`pre*`) counts on its own counter in sluice, whose keys mark shared patterns; the reference keys both `path_pre*` and shares one counter, so that counter class is not compared from then on',
+  },
+  lostMetadata: {
+    name: 'metadata-lost-by-the-reference',
+    why: "the reference drops a rule's `metadata` from dynamic_metadata when it rebuilds the rule for a stats key (detailed_metric, value_to_metric, or a key wildcard reached through another key); sluice returns it",
+  },
   afterRejection: {
     name: 'after-first-rejection',
     why: 'once a counter was charged over its limit by the reference (a rejected request, or shadow/quota mode over the limit), its later codes, remaining and the dynamic metadata are not compared',
@@ -69,4 +77,36 @@ export function sharesCounterWithLater(
     )}\u0001${values}`;
   });
   return ids.map((id, i) => id !== undefined && ids.indexOf(id, i + 1) > i);
+}
+
+/**
+ * True when `descriptor` carries a limit override and a value with a `*` in a config that uses
+ * share_threshold: the reference may count it on a shared pattern's counter (RULES.patternOverride).
+ */
+export function overrideMayShareAPattern(
+  config: GenConfig,
+  descriptor: { readonly entries: readonly { value: string }[]; readonly limit?: unknown },
+): boolean {
+  return (
+    config.features.has('share_threshold') &&
+    descriptor.limit !== undefined &&
+    descriptor.entries.some((entry) => entry.value.includes('*'))
+  );
+}
+
+/**
+ * True when the only difference in dynamic_metadata (canonical JSON) is a `metadata` field that
+ * sluice sends and the reference left out, in a config whose features make the reference rebuild
+ * rules for their stats key (RULES.lostMetadata).
+ */
+export function referenceLostMetadata(config: GenConfig, mine: string, theirs: string): boolean {
+  if (!['detailed_metric', 'key-wildcard'].some((feature) => config.features.has(feature))) {
+    return false;
+  }
+  const sluice = JSON.parse(mine) as Record<string, unknown> | null;
+  const reference = JSON.parse(theirs) as Record<string, unknown> | null;
+  if (sluice === null || reference === null || !('metadata' in sluice)) return false;
+  if ('metadata' in reference) return false;
+  const { metadata: _dropped, ...rest } = sluice;
+  return JSON.stringify(rest) === theirs;
 }

@@ -20,7 +20,14 @@ import { validateFiles } from '../../src/config/validate.js';
 import { rlsClientConstructor } from '../../src/transport/grpc/proto.js';
 import { createRandom } from './random.js';
 import { generateConfig, generateRequests, type GenConfig, type GenRequest } from './generate.js';
-import { RULES, counterClass, sharesCounterWithLater, type DeliberateRule } from './deliberate.js';
+import {
+  RULES,
+  counterClass,
+  overrideMayShareAPattern,
+  referenceLostMetadata,
+  sharesCounterWithLater,
+  type DeliberateRule,
+} from './deliberate.js';
 import { startRedis } from '../helpers/redis.js';
 import { REFERENCE_BIN, missingBinaries, referenceCommit, startReference } from './reference.js';
 
@@ -359,6 +366,12 @@ function compare(
       return;
     }
     const cls = classes[i];
+    if (cls !== undefined && overrideMayShareAPattern(config, request.descriptors[i]!)) {
+      excuse(report, RULES.patternOverride);
+      tainted.add(cls);
+      overallComparable = false;
+      continue;
+    }
     if (cls !== undefined && tainted.has(cls)) {
       excuse(report, RULES.afterRejection);
       overallComparable = false;
@@ -384,7 +397,11 @@ function compare(
   if (overallComparable && mine.overall !== theirs.overall) {
     report.differences.push(`overall_code: ${where()}`);
   } else if (overallComparable && mine.metadata !== theirs.metadata) {
-    report.differences.push(`dynamic_metadata: ${where()}`);
+    if (referenceLostMetadata(config, mine.metadata, theirs.metadata)) {
+      excuse(report, RULES.lostMetadata);
+    } else {
+      report.differences.push(`dynamic_metadata: ${where()}`);
+    }
   }
   // The reference charged every limited descriptor of a rejected request, and charges shadow and
   // quota descriptors past their limit: those counters now differ by design.

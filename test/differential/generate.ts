@@ -200,6 +200,7 @@ function renderLevel(
     }
     if (random.chance(0.03)) {
       lines.push(`${inner}detailed_metric: true`);
+      features.add('detailed_metric');
     }
     const metadata = random.next();
     if (metadata < 0.06) {
