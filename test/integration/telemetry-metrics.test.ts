@@ -107,9 +107,10 @@ async function sendCalls(grpcAddress: string): Promise<void> {
 }
 
 const REFERENCE_BIN = [
+  // As the differential tier finds it: the variable, the master build, the pinned install.
   process.env['SLUICE_REFERENCE_BIN'],
-  path.join(REPO_ROOT, '.cache', 'go-bin', 'service_cmd'),
   path.join(REPO_ROOT, '.cache', 'reference', 'service_cmd'),
+  path.join(REPO_ROOT, '.cache', 'go-bin', 'service_cmd'),
 ].find((p): p is string => p !== undefined && existsSync(p));
 
 const exporterNeed = requireTelemetryBinary('telemetry-metrics (statsd)', 'statsd_exporter');
