@@ -130,6 +130,7 @@ export async function waitForPort(
 export async function startSluice(
   kind: 'lean' | 'grpc-js',
   rulesDir: string,
+  env: Record<string, string> = {},
 ): Promise<BenchServer> {
   const port = await freePort();
   const child = spawn(process.execPath, [SLUICE_MAIN, 'serve', '--config', rulesDir], {
@@ -142,6 +143,9 @@ export async function startSluice(
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
       DEBUG_PORT: String(await freePort()),
+      // No statsd sink (on by default), as the reference below runs without one.
+      USE_STATSD: 'false',
+      ...env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -43,6 +43,8 @@ export interface GrpcServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: grpc-js's defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Hand each call's metadata to the service (tracing reads the caller's trace from it). */
+  readonly traceHeaders?: boolean;
 }
 
 /**
@@ -84,6 +86,7 @@ class Malformed {
 /** Create the server (not yet listening). */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { service, logger, maxReceiveMessageBytes } = options;
+  const traceHeaders = options.traceHeaders === true;
   const pkg = loadRlsPackage();
   const definition = rlsServiceDefinition(pkg);
   const method = definition.ShouldRateLimit!;
@@ -135,7 +138,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
         callback(toServiceError(err, logger));
         return;
       }
-      service.shouldRateLimit(request).then(
+      service.shouldRateLimit(request, traceHeaders ? call.metadata.getMap() : undefined).then(
         (response) => callback(null, responseToWire(response)),
         (err: unknown) => callback(toServiceError(err, logger)),
       );
