@@ -20,6 +20,7 @@ import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
+import { createRequestBudget } from './transport/limits.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
 
 /** Options for {@link createApp}. */
@@ -84,9 +85,12 @@ export async function createApp(options: AppOptions): Promise<App> {
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
+  // Bytes held by unfinished requests of the gRPC port and /json together.
+  const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
   const metrics = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
+    requestBufferBytes: () => requestBudget.heldBytes,
   });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
@@ -184,6 +188,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     metrics,
     maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
+    requestTimeoutMs: settings.httpRequestTimeoutMs,
+    budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
   const debugServer = createDebugServer({
@@ -210,6 +216,9 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     tls,
     connections: settings.grpcConnections,
+    limits: settings.grpcLimits,
+    budget: requestBudget,
+    metrics: metrics.transport,
   });
 
   let closing: Promise<void> | undefined;

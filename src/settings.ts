@@ -8,6 +8,11 @@ import { SluiceError } from './errors.js';
 import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
 import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
+import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  type GrpcLimits,
+} from './transport/limits.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -117,6 +122,22 @@ export interface Settings {
   readonly grpcTls: GrpcTlsSettings | undefined;
   /** Connection limits of the gRPC port (docs/grpc-server.md). */
   readonly grpcConnections: GrpcConnectionSettings;
+  /**
+   * What clients may hold on the gRPC port (docs/operations.md, "Limits"):
+   * `GRPC_MAX_CONNECTIONS` (default 10000), `GRPC_MAX_CONCURRENT_STREAMS` (4096),
+   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
+   */
+  readonly grpcLimits: GrpcLimits;
+  /**
+   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB): bytes unfinished requests of the gRPC port and
+   * `/json` may hold together; past it new requests are refused until some finish.
+   */
+  readonly maxRequestBufferBytes: number;
+  /**
+   * `HTTP_REQUEST_TIMEOUT` (default `30s`): time a request on the HTTP port (`/json` and the
+   * others) may take to arrive whole, headers and body; at least 1 s.
+   */
+  readonly httpRequestTimeoutMs: number;
 }
 
 /**
@@ -413,7 +434,53 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
       maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
     },
+    grpcLimits: {
+      maxConnections: r.int(
+        'GRPC_MAX_CONNECTIONS',
+        DEFAULT_GRPC_LIMITS.maxConnections,
+        1,
+        1_000_000,
+      ),
+      maxConcurrentStreams: r.int(
+        'GRPC_MAX_CONCURRENT_STREAMS',
+        DEFAULT_GRPC_LIMITS.maxConcurrentStreams,
+        1,
+        1_000_000,
+      ),
+      maxConnectionBufferBytes: r.int(
+        'GRPC_MAX_CONNECTION_BUFFER_BYTES',
+        DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes,
+        65_536,
+        1 << 40,
+      ),
+      requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
+    },
+    maxRequestBufferBytes: r.int(
+      'MAX_REQUEST_BUFFER_BYTES',
+      DEFAULT_REQUEST_BUFFER_BYTES,
+      65_536,
+      1 << 40,
+    ),
+    httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
+
+  if (settings.httpRequestTimeoutMs < 1_000) {
+    r.problems.push(
+      `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
+    );
+  }
+  // A budget smaller than one message would refuse every large request.
+  for (const name of ['GRPC_MAX_CONNECTION_BUFFER_BYTES', 'MAX_REQUEST_BUFFER_BYTES'] as const) {
+    const value =
+      name === 'MAX_REQUEST_BUFFER_BYTES'
+        ? settings.maxRequestBufferBytes
+        : settings.grpcLimits.maxConnectionBufferBytes;
+    if (value < settings.grpcMaxReceiveMessageBytes + 65_536) {
+      r.problems.push(
+        `${name}=${value}: must be at least GRPC_MAX_RECEIVE_MESSAGE_LENGTH + 64 KiB (${settings.grpcMaxReceiveMessageBytes + 65_536}), or a request of the largest size could never be received`,
+      );
+    }
+  }
 
   // A batch larger than the cap could evict its own counters while they are being charged.
   if (settings.memoryMaxKeys < settings.maxDescriptorsPerRequest) {

@@ -5,6 +5,11 @@
  * so counting costs a few additions per request. docs/operations-metrics.md lists every series.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import {
+  REFUSAL_REASONS,
+  type RefusalReason,
+  type TransportMetricsSink,
+} from '../transport/limits.js';
 
 /** The per-rule counters of the reference (`ratelimit.service.rate_limit.<key>.<stat>`). */
 export interface RuleStats {
@@ -75,6 +80,8 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean;
   /** Number of counters the store holds now (read at scrape time). */
   readonly storeSize?: () => number;
+  /** Bytes unfinished requests hold now (`MAX_REQUEST_BUFFER_BYTES`'s budget; scrape time). */
+  readonly requestBufferBytes?: () => number;
 }
 
 /** The metrics of one sluice instance. */
@@ -87,6 +94,8 @@ export interface Metrics {
   readonly store: StoreMetricsSink;
   /** The sink the gRPC port's TLS reports to. */
   readonly tls: TlsMetricsSink;
+  /** The sink the transports report refusals to (docs/operations.md, "Limits"). */
+  readonly transport: TransportMetricsSink;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
   /** The stats of one stats key, created on first use. */
@@ -126,6 +135,8 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_store_keys',
   'sluice_tls_reloads_total',
   'sluice_tls_certificate_expiry_timestamp_seconds',
+  'sluice_transport_refusals_total',
+  'sluice_request_buffer_bytes',
 ];
 
 /** The labels of a stats key as the reference's default Prometheus mapping derives them. */
@@ -393,9 +404,38 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
   });
 
+  // ---- transport limits (issue 22): refusals by reason, bytes held by unfinished requests ----
+  const refusals = new Map<RefusalReason, number>(REFUSAL_REASONS.map((r) => [r, 0]));
+  new Counter({
+    name: 'sluice_transport_refusals_total',
+    help: 'Connections, calls and requests refused by a transport limit, by reason (docs/operations.md, Limits)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, count] of refusals) this.inc({ reason }, count);
+    },
+  });
+  const requestBufferBytes = options.requestBufferBytes;
+  new Gauge({
+    name: 'sluice_request_buffer_bytes',
+    help: 'Bytes held by unfinished requests of the gRPC port and /json (bounded by MAX_REQUEST_BUFFER_BYTES)',
+    registers: [registry],
+    collect() {
+      this.set(requestBufferBytes === undefined ? 0 : requestBufferBytes());
+    },
+  });
+  const transport: TransportMetricsSink = {
+    refused(reason) {
+      refusals.set(reason, (refusals.get(reason) ?? 0) + 1);
+    },
+  };
+  // ---- end of transport limits ----
+
   return {
     registry,
     service,
+    transport,
     tls: {
       reload(result) {
         tlsReloads[result]++;

@@ -11,6 +11,7 @@ import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
 import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
+import type { GrpcLimits, RequestBudget, TransportMetricsSink } from './limits.js';
 
 /** Which implementation serves the gRPC port. */
 export type GrpcServerKind = 'lean' | 'grpc-js';
@@ -33,6 +34,12 @@ export interface ServiceServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: the defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Connections, streams, bytes and time clients may hold; `undefined`: the defaults. */
+  readonly limits?: GrpcLimits | undefined;
+  /** The process-wide budget of unfinished requests' bytes, shared with the HTTP server. */
+  readonly budget?: RequestBudget | undefined;
+  /** Where refusals are counted; `undefined`: nowhere. */
+  readonly metrics?: TransportMetricsSink | undefined;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -49,6 +56,7 @@ export interface ServiceServer {
 /** Create the server `options.kind` names (not yet listening). */
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
   const { kind, service, logger, maxReceiveMessageBytes, health, tls, connections } = options;
+  const { limits, budget, metrics } = options;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -63,6 +71,9 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         idleTimeoutMs: connections?.maxConnectionIdleMs,
         maxConnectionAgeMs: connections?.maxConnectionAgeMs,
         maxConnectionAgeGraceMs: connections?.maxConnectionAgeGraceMs,
+        limits,
+        budget,
+        metrics,
       });
     case 'grpc-js':
       return createGrpcServer({
@@ -72,6 +83,9 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         health,
         tls,
         connections,
+        limits,
+        budget,
+        metrics,
       });
   }
 }
