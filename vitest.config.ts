@@ -21,6 +21,7 @@ const GRPC_INTEGRATION = [
   'algorithms-grpc',
   'tls',
   'grpc-connections',
+  'hostile-clients',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

@@ -451,7 +451,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
         'GRPC_MAX_CONNECTION_BUFFER_BYTES',
         DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes,
         65_536,
-        1 << 40,
+        2 ** 40,
       ),
       requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
     },
@@ -459,7 +459,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       'MAX_REQUEST_BUFFER_BYTES',
       DEFAULT_REQUEST_BUFFER_BYTES,
       65_536,
-      1 << 40,
+      2 ** 40,
     ),
     httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
