@@ -77,7 +77,7 @@ export async function rawH2Connect(host: string, port: number): Promise<RawH2Con
     socket.once('error', reject);
   });
   socket.write(Buffer.concat([PREFACE, frame(0x4, 0, 0, Buffer.alloc(0))]));
-  let pending = Buffer.alloc(0);
+  let pending: Buffer = Buffer.alloc(0);
   const pingWaiters: (() => void)[] = [];
   socket.on('data', (chunk: Buffer) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);

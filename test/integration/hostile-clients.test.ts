@@ -9,7 +9,7 @@
  * in-process at the end.
  */
 import { readFileSync } from 'node:fs';
-import http2 from 'node:http2';
+import type http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rlsRequest, createEnvoyRlsClient } from '../helpers/envoy-rls-client.js';
 import { ruleDir, startApp } from '../helpers/app.js';
