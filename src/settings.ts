@@ -125,11 +125,13 @@ export interface Settings {
   /**
    * What clients may hold on the gRPC port (docs/operations.md, "Limits"):
    * `GRPC_MAX_CONNECTIONS` (default 10000), `GRPC_MAX_CONCURRENT_STREAMS` (4096),
-   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
+   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB, or twice `GRPC_MAX_RECEIVE_MESSAGE_LENGTH` when
+   * that is more) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
    */
   readonly grpcLimits: GrpcLimits;
   /**
-   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB): bytes unfinished requests of the gRPC port and
+   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB, or four times `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`
+   * when that is more): bytes unfinished requests of the gRPC port and
    * `/json` may hold together; past it new requests are refused until some finish.
    */
   readonly maxRequestBufferBytes: number;
@@ -387,6 +389,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     );
   }
 
+  // The byte budgets' defaults grow with it, so raising it alone never fails the start.
+  const maxMessageBytes = r.int('GRPC_MAX_RECEIVE_MESSAGE_LENGTH', 1_048_576, 1024, 64 * 1_048_576);
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
@@ -407,12 +411,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
     maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
-    grpcMaxReceiveMessageBytes: r.int(
-      'GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
-      1_048_576,
-      1024,
-      64 * 1_048_576,
-    ),
+    grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     httpHost: r.string('HOST', '0.0.0.0'),
     httpPort: r.int('PORT', 8080, 0, 65535),
@@ -449,7 +448,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       ),
       maxConnectionBufferBytes: r.int(
         'GRPC_MAX_CONNECTION_BUFFER_BYTES',
-        DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes,
+        Math.max(DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes, 2 * maxMessageBytes),
         65_536,
         2 ** 40,
       ),
@@ -457,7 +456,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     },
     maxRequestBufferBytes: r.int(
       'MAX_REQUEST_BUFFER_BYTES',
-      DEFAULT_REQUEST_BUFFER_BYTES,
+      Math.max(DEFAULT_REQUEST_BUFFER_BYTES, 4 * maxMessageBytes),
       65_536,
       2 ** 40,
     ),

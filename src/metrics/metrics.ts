@@ -5,11 +5,6 @@
  * so counting costs a few additions per request. docs/operations-metrics.md lists every series.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
-import {
-  REFUSAL_REASONS,
-  type RefusalReason,
-  type TransportMetricsSink,
-} from '../transport/limits.js';
 
 /** The per-rule counters of the reference (`ratelimit.service.rate_limit.<key>.<stat>`). */
 export interface RuleStats {
@@ -70,6 +65,37 @@ export interface TlsMetricsSink {
   reload(result: 'applied' | 'refused'): void;
   /** The certificate serving new connections now: its serial and end of validity (epoch ms). */
   serving(serialNumber: string, notAfterMs: number): void;
+}
+
+/** Why a connection, call or request was refused (`sluice_transport_refusals_total{reason}`). */
+export type RefusalReason =
+  /** `GRPC_MAX_CONNECTIONS` connections were open: a new one was closed at accept. */
+  | 'connections'
+  /** The connection's unfinished requests held `GRPC_MAX_CONNECTION_BUFFER_BYTES`. */
+  | 'connection_buffer'
+  /** Unfinished requests of both ports held `MAX_REQUEST_BUFFER_BYTES`. */
+  | 'total_buffer'
+  /** A gRPC request did not arrive whole within `GRPC_REQUEST_TIMEOUT`. */
+  | 'request_timeout'
+  /** A `/json` body was larger than `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`. */
+  | 'json_body_size'
+  /** A request on the HTTP port did not arrive whole within `HTTP_REQUEST_TIMEOUT`. */
+  | 'http_timeout';
+
+/** Every {@link RefusalReason}, in the order `/metrics` lists them. */
+export const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'connections',
+  'connection_buffer',
+  'total_buffer',
+  'request_timeout',
+  'json_body_size',
+  'http_timeout',
+];
+
+/** Where the transports report refusals and what they hold. None of the methods may throw. */
+export interface TransportMetricsSink {
+  /** One connection, call or request refused for `reason`. */
+  refused(reason: RefusalReason): void;
 }
 
 /** Options for {@link createMetrics}. */

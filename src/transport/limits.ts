@@ -5,36 +5,7 @@
  * the grpc-js server and the HTTP server; each refusal is counted by reason.
  */
 
-/** Why a connection, call or request was refused (`sluice_transport_refusals_total{reason}`). */
-export type RefusalReason =
-  /** `GRPC_MAX_CONNECTIONS` connections were open: a new one was closed at accept. */
-  | 'connections'
-  /** The connection's unfinished requests held `GRPC_MAX_CONNECTION_BUFFER_BYTES`. */
-  | 'connection_buffer'
-  /** Unfinished requests of both ports held `MAX_REQUEST_BUFFER_BYTES`. */
-  | 'total_buffer'
-  /** A gRPC request did not arrive whole within `GRPC_REQUEST_TIMEOUT`. */
-  | 'request_timeout'
-  /** A `/json` body was larger than `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`. */
-  | 'json_body_size'
-  /** A request on the HTTP port did not arrive whole within `HTTP_REQUEST_TIMEOUT`. */
-  | 'http_timeout';
-
-/** Every {@link RefusalReason}, in the order `/metrics` lists them. */
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
-  'connections',
-  'connection_buffer',
-  'total_buffer',
-  'request_timeout',
-  'json_body_size',
-  'http_timeout',
-];
-
-/** Where the transports report refusals and what they hold. None of the methods may throw. */
-export interface TransportMetricsSink {
-  /** One connection, call or request refused for `reason`. */
-  refused(reason: RefusalReason): void;
-}
+import type { TransportMetricsSink } from '../metrics/metrics.js';
 
 /** A sink that counts nothing (for servers built without metrics, as in unit tests). */
 export const NO_TRANSPORT_METRICS: TransportMetricsSink = { refused() {} };

@@ -11,7 +11,8 @@ import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
 import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
-import type { GrpcLimits, RequestBudget, TransportMetricsSink } from './limits.js';
+import type { GrpcLimits, RequestBudget } from './limits.js';
+import type { TransportMetricsSink } from '../metrics/metrics.js';
 
 /** Which implementation serves the gRPC port. */
 export type GrpcServerKind = 'lean' | 'grpc-js';

@@ -28,6 +28,15 @@ describe('transport limit settings', () => {
     expect(settings.httpRequestTimeoutMs).toBe(30_000);
   });
 
+  it('grows the byte budgets with a larger GRPC_MAX_RECEIVE_MESSAGE_LENGTH when they are not set', () => {
+    const settings = loadSettings({ GRPC_MAX_RECEIVE_MESSAGE_LENGTH: String(64 * MiB) });
+    expect(settings.grpcLimits.maxConnectionBufferBytes).toBe(128 * MiB);
+    expect(settings.maxRequestBufferBytes).toBe(256 * MiB);
+    const half = loadSettings({ GRPC_MAX_RECEIVE_MESSAGE_LENGTH: String(48 * MiB) });
+    expect(half.maxRequestBufferBytes).toBe(256 * MiB);
+    expect(half.grpcLimits.maxConnectionBufferBytes).toBe(96 * MiB);
+  });
+
   it('reads every setting, durations in the Go format, 0 turning the gRPC time bound off', () => {
     const settings = loadSettings({
       GRPC_MAX_CONNECTIONS: '50',

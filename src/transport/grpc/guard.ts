@@ -16,10 +16,9 @@ import {
   STREAM_OVERHEAD_BYTES,
   sweepIntervalMs,
   type GrpcLimits,
-  type RefusalReason,
   type RequestBudget,
-  type TransportMetricsSink,
 } from '../limits.js';
+import type { RefusalReason, TransportMetricsSink } from '../../metrics/metrics.js';
 
 /** `grpc-timeout` for the longest delay a Node timer holds (at most 8 digits, as the spec says). */
 const MAX_GRPC_TIMEOUT = `${Math.floor(MAX_TIMER_MS / 1000)}S`;

@@ -22,8 +22,8 @@ import {
   createRequestBudget,
   type GrpcLimits,
   type RequestBudget,
-  type TransportMetricsSink,
 } from '../limits.js';
+import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import { createGuard } from './guard.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';

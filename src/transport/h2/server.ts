@@ -40,10 +40,9 @@ import {
   createRequestBudget,
   sweepIntervalMs,
   type GrpcLimits,
-  type RefusalReason,
   type RequestBudget,
-  type TransportMetricsSink,
 } from '../limits.js';
+import type { RefusalReason, TransportMetricsSink } from '../../metrics/metrics.js';
 import {
   PREFIX_BYTES,
   encodeGrpcMessage,
@@ -381,11 +380,13 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     stream.on('error', ignoreStreamError);
     if (headers[':method'] !== 'POST') {
       stream.respond({ ':status': 405, allow: 'POST' }, RESPOND_AND_END);
+      stream.resume();
       return;
     }
     const contentType = headers['content-type'];
     if (typeof contentType !== 'string' || !isGrpcContentType(contentType)) {
       stream.respond({ ':status': 415 }, RESPOND_AND_END);
+      stream.resume();
       return;
     }
     const path = headers[':path'] ?? '';
@@ -880,6 +881,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
         });
       });
       stream.end();
+      // A call paused for its client to read answers: what it still sends is dropped.
+      stream.resume();
       return;
     }
     trailersOnly(stream, code, details);
@@ -972,4 +975,7 @@ function trailersOnly(stream: http2.ServerHttp2Stream, code: number, details: st
     },
     RESPOND_AND_END,
   );
+  // A body the client still sends is read and dropped, not left in the stream's buffer (a
+  // call that had started reading keeps its 'data' listener, which drops it the same way).
+  stream.resume();
 }

@@ -18,8 +18,8 @@ import {
   DEFAULT_REQUEST_BUFFER_BYTES,
   sweepIntervalMs,
   type RequestBudget,
-  type TransportMetricsSink,
 } from '../limits.js';
+import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import { JsonMappingError, requestFromJson, responseToJson } from './json.js';
 
 /** A listening HTTP server. */
