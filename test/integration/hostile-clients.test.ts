@@ -13,7 +13,13 @@ import type http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rlsRequest, createEnvoyRlsClient } from '../helpers/envoy-rls-client.js';
 import { ruleDir, startApp } from '../helpers/app.js';
-import { grpcFrame, connectHttp2, pingHttp2, startRawCall } from '../helpers/grpc-wire.js';
+import {
+  grpcFrame,
+  connectHttp2,
+  parseGrpcFrames,
+  pingHttp2,
+  startRawCall,
+} from '../helpers/grpc-wire.js';
 import { rawH2Connect, type RawH2Connection } from '../helpers/h2-flood.js';
 import {
   ensureBuilt,
@@ -290,6 +296,42 @@ describe(`a trickle of 1-byte DATA frames (GRPC_SERVER=${KIND})`, () => {
       session.destroy();
     }
   }, 120_000);
+});
+
+describe(`reflection answers to a slow reader (GRPC_SERVER=${KIND})`, () => {
+  it('a client that reads only after sending 300 requests still gets 300 answers and OK', async () => {
+    const running = await startApp([await ruleDir(RULES)], { GRPC_SERVER: KIND });
+    const session = await connectHttp2(`http://127.0.0.1:${running.port}`, 10_000);
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': REFLECTION_PATH,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
+      stream.on('error', () => {});
+      let status: string | undefined;
+      stream.on('trailers', (trailers) => {
+        const value = trailers['grpc-status'];
+        if (typeof value === 'string') status = value;
+      });
+      const symbol = Buffer.from('envoy.service.ratelimit.v3.RateLimitService');
+      const request = grpcFrame(Buffer.concat([Buffer.from([0x22, symbol.length]), symbol]));
+      stream.pause();
+      stream.end(Buffer.concat(Array.from({ length: 300 }, () => request)));
+      // The server has the requests (and, unread, its answers back up) before reading starts.
+      await pingHttp2(session, 10_000);
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.resume();
+      await new Promise<void>((resolve) => stream.on('close', resolve));
+      expect(status).toBe('0');
+      expect(parseGrpcFrames(Buffer.concat(chunks))).toHaveLength(300);
+    } finally {
+      session.destroy();
+      await running.stop();
+    }
+  }, 60_000);
 });
 
 describe(`grpc-timeout longer than a Node timer holds (GRPC_SERVER=${KIND})`, () => {

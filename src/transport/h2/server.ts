@@ -188,6 +188,10 @@ interface Call {
   readonly startedMs: number;
   /** A 'close' listener is attached. */
   closeHooked: boolean;
+  /** Reading is paused until the client reads the answers (streaming calls). */
+  paused: boolean;
+  /** The request ended while paused; handled once the rest is read. */
+  ended: boolean;
   /** The request message of a unary or server-streaming call. */
   message: Buffer | undefined;
   /** Request messages received. */
@@ -422,6 +426,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       held: 0,
       startedMs: coarseNowMs,
       closeHooked: false,
+      paused: false,
+      ended: false,
       message: undefined,
       messages: 0,
       done: false,
@@ -592,6 +598,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
           // The client is not reading the answers: read no more requests until it does, so
           // HTTP/2 flow control holds it back instead of answers piling up here.
           if (offset < bytes.length && !stash(call, bytes, offset)) return;
+          call.paused = true;
           call.stream.pause();
           call.stream.once('drain', onDrain);
           return;
@@ -638,13 +645,16 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   function onDrain(this: http2.ServerHttp2Stream): void {
     const call = (this as CallStream)[CALL]!;
     if (call.done) return;
+    call.paused = false;
     this.resume();
     const acc = call.acc;
-    if (acc === undefined || call.accLength < call.need) return;
-    const bytes = acc.subarray(0, call.accLength);
-    call.acc = undefined;
-    unhold(call, acc.length);
-    parse(call, bytes, false);
+    if (acc !== undefined && call.accLength >= call.need) {
+      const bytes = acc.subarray(0, call.accLength);
+      call.acc = undefined;
+      unhold(call, acc.length);
+      parse(call, bytes, false);
+    }
+    if (call.ended && !call.paused && !call.done) endRequest(call);
   }
 
   /** The decompressed message, or `undefined` after failing the call. */
@@ -688,6 +698,15 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   function onEnd(this: http2.ServerHttp2Stream): void {
     const call = (this as CallStream)[CALL]!;
     if (call.done) return;
+    if (call.paused) {
+      // Requests are still stashed: the end counts once they are handled (onDrain).
+      call.ended = true;
+      return;
+    }
+    endRequest(call);
+  }
+
+  function endRequest(call: Call): void {
     if (call.acc !== undefined) {
       fail(call, GrpcStatus.INTERNAL, 'request ended inside a message');
       return;
