@@ -330,6 +330,32 @@ describe(`a trickle of 1-byte DATA frames (GRPC_SERVER=${KIND})`, () => {
   }, 120_000);
 });
 
+describe(`streams refused when they open (GRPC_SERVER=${KIND})`, () => {
+  it('header-only streams past the connection budget are refused at once, and calls go on', async () => {
+    // The smallest budgets: 1 KiB messages, 65 KiB per connection (16 open requests).
+    const running = await startApp([await ruleDir(RULES)], {
+      GRPC_SERVER: KIND,
+      GRPC_MAX_RECEIVE_MESSAGE_LENGTH: '1024',
+      GRPC_MAX_CONNECTION_BUFFER_BYTES: String(65_536 + 1024),
+    });
+    const connection = await rawH2Connect('127.0.0.1', running.port);
+    try {
+      await connection.openHeaderOnlyStreams(RLS_PATH, 40);
+      await connection.ping();
+      const text = await (await fetch(`http://127.0.0.1:${running.httpPort}/metrics`)).text();
+      const refused = /sluice_transport_refusals_total\{reason="connection_buffer"\} (\d+)/.exec(
+        text,
+      )?.[1];
+      expect(Number(refused)).toBeGreaterThanOrEqual(40 - 16);
+      const answer = await running.client.shouldRateLimit(rlsRequest('hostile', [{ k: 'v' }]));
+      expect(answer.overall_code).toBe('OK');
+    } finally {
+      connection.destroy();
+      await running.stop();
+    }
+  });
+});
+
 describe(`reflection answers to a slow reader (GRPC_SERVER=${KIND})`, () => {
   it('a client that reads only after sending 300 requests still gets 300 answers and OK', async () => {
     const running = await startApp([await ruleDir(RULES)], { GRPC_SERVER: KIND });
