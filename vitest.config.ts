@@ -23,6 +23,7 @@ const GRPC_INTEGRATION = [
   'grpc-connections',
   'telemetry-metrics',
   'telemetry-tracing',
+  'hostile-clients',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

@@ -22,6 +22,7 @@ import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
 import { createPrometheusServer } from './transport/http/prometheus.js';
+import { createRequestBudget } from './transport/limits.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
 import { createTracing } from './tracing/tracing.js';
 
@@ -92,11 +93,14 @@ export async function createApp(options: AppOptions): Promise<App> {
   const stats = settings.stats;
   const pushesStats = stats.sink === 'statsd' || stats.sink === 'dogstatsd';
   const latencies = pushesStats ? createLatencyReservoir() : undefined;
+  // Bytes held by unfinished requests of the gRPC port and /json together.
+  const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
   const metrics = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
     latencyTap: latencies,
     latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
+    requestBufferBytes: () => requestBudget.heldBytes,
   });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
@@ -206,6 +210,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     metrics,
     maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
+    requestTimeoutMs: settings.httpRequestTimeoutMs,
+    budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
   const debugServer = createDebugServer({
@@ -233,6 +239,9 @@ export async function createApp(options: AppOptions): Promise<App> {
     tls,
     connections: settings.grpcConnections,
     traceHeaders: tracing !== undefined,
+    limits: settings.grpcLimits,
+    budget: requestBudget,
+    metrics: metrics.transport,
   });
   const prometheusServer =
     stats.sink === 'prometheus'

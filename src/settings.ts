@@ -14,6 +14,11 @@ import {
   type StatsSettings,
   type TracingSettings,
 } from './settings-telemetry.js';
+import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  type GrpcLimits,
+} from './transport/limits.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -127,6 +132,24 @@ export interface Settings {
   readonly stats: StatsSettings;
   /** OpenTelemetry tracing; `undefined` unless `TRACING_ENABLED=true`. */
   readonly tracing: TracingSettings | undefined;
+  /**
+   * What clients may hold on the gRPC port (docs/operations.md, "Limits"):
+   * `GRPC_MAX_CONNECTIONS` (default 10000), `GRPC_MAX_CONCURRENT_STREAMS` (4096),
+   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB, or twice `GRPC_MAX_RECEIVE_MESSAGE_LENGTH` when
+   * that is more) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
+   */
+  readonly grpcLimits: GrpcLimits;
+  /**
+   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB, or four times `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`
+   * when that is more): bytes unfinished requests of the gRPC port and
+   * `/json` may hold together; past it new requests are refused until some finish.
+   */
+  readonly maxRequestBufferBytes: number;
+  /**
+   * `HTTP_REQUEST_TIMEOUT` (default `30s`): time a request on the HTTP port (`/json` and the
+   * others) may take to arrive whole, headers and body; at least 1 s.
+   */
+  readonly httpRequestTimeoutMs: number;
 }
 
 /**
@@ -376,6 +399,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     );
   }
 
+  // The byte budgets' defaults grow with it, so raising it alone never fails the start.
+  const maxMessageBytes = r.int('GRPC_MAX_RECEIVE_MESSAGE_LENGTH', 1_048_576, 1024, 64 * 1_048_576);
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
@@ -396,12 +421,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
     maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
-    grpcMaxReceiveMessageBytes: r.int(
-      'GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
-      1_048_576,
-      1024,
-      64 * 1_048_576,
-    ),
+    grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     httpHost: r.string('HOST', '0.0.0.0'),
     httpPort: r.int('PORT', 8080, 0, 65535),
@@ -425,7 +445,53 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     },
     stats: statsSettings(r),
     tracing: tracingSettings(r),
+    grpcLimits: {
+      maxConnections: r.int(
+        'GRPC_MAX_CONNECTIONS',
+        DEFAULT_GRPC_LIMITS.maxConnections,
+        1,
+        1_000_000,
+      ),
+      maxConcurrentStreams: r.int(
+        'GRPC_MAX_CONCURRENT_STREAMS',
+        DEFAULT_GRPC_LIMITS.maxConcurrentStreams,
+        1,
+        1_000_000,
+      ),
+      maxConnectionBufferBytes: r.int(
+        'GRPC_MAX_CONNECTION_BUFFER_BYTES',
+        Math.max(DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes, 2 * maxMessageBytes),
+        65_536,
+        2 ** 40,
+      ),
+      requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
+    },
+    maxRequestBufferBytes: r.int(
+      'MAX_REQUEST_BUFFER_BYTES',
+      Math.max(DEFAULT_REQUEST_BUFFER_BYTES, 4 * maxMessageBytes),
+      65_536,
+      2 ** 40,
+    ),
+    httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
+
+  if (settings.httpRequestTimeoutMs < 1_000) {
+    r.problems.push(
+      `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
+    );
+  }
+  // A budget smaller than one message would refuse every large request.
+  for (const name of ['GRPC_MAX_CONNECTION_BUFFER_BYTES', 'MAX_REQUEST_BUFFER_BYTES'] as const) {
+    const value =
+      name === 'MAX_REQUEST_BUFFER_BYTES'
+        ? settings.maxRequestBufferBytes
+        : settings.grpcLimits.maxConnectionBufferBytes;
+    if (value < settings.grpcMaxReceiveMessageBytes + 65_536) {
+      r.problems.push(
+        `${name}=${value}: must be at least GRPC_MAX_RECEIVE_MESSAGE_LENGTH + 64 KiB (${settings.grpcMaxReceiveMessageBytes + 65_536}), or a request of the largest size could never be received`,
+      );
+    }
+  }
 
   // A batch larger than the cap could evict its own counters while they are being charged.
   if (settings.memoryMaxKeys < settings.maxDescriptorsPerRequest) {

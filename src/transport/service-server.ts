@@ -11,6 +11,8 @@ import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
 import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
+import type { GrpcLimits, RequestBudget } from './limits.js';
+import type { TransportMetricsSink } from '../metrics/metrics.js';
 
 /** Which implementation serves the gRPC port. */
 export type GrpcServerKind = 'lean' | 'grpc-js';
@@ -35,6 +37,12 @@ export interface ServiceServerOptions {
   readonly connections?: GrpcConnectionSettings | undefined;
   /** Hand each call's metadata to the service, for tracing (default false). */
   readonly traceHeaders?: boolean;
+  /** Connections, streams, bytes and time clients may hold; `undefined`: the defaults. */
+  readonly limits?: GrpcLimits | undefined;
+  /** The process-wide budget of unfinished requests' bytes, shared with the HTTP server. */
+  readonly budget?: RequestBudget | undefined;
+  /** Where refusals are counted; `undefined`: nowhere. */
+  readonly metrics?: TransportMetricsSink | undefined;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -52,6 +60,7 @@ export interface ServiceServer {
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
   const { kind, service, logger, maxReceiveMessageBytes, health, tls, connections } = options;
   const traceHeaders = options.traceHeaders === true;
+  const { limits, budget, metrics } = options;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -67,6 +76,9 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         maxConnectionAgeMs: connections?.maxConnectionAgeMs,
         maxConnectionAgeGraceMs: connections?.maxConnectionAgeGraceMs,
         traceHeaders,
+        limits,
+        budget,
+        metrics,
       });
     case 'grpc-js':
       return createGrpcServer({
@@ -77,6 +89,9 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         tls,
         connections,
         traceHeaders,
+        limits,
+        budget,
+        metrics,
       });
   }
 }
