@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * Test tiers: unit (pure, fake clocks); contract (proto/ and envoy.yaml against Envoy's published
  * protos, docker-compose.yml and the Dockerfile with the real compose CLI and their health checks
- * run); integration (real gRPC server on port 0); e2e (a real Envoy binary).
+ * run); integration (real gRPC server on port 0); e2e (a real Envoy binary); container (the image
+ * and the compose demo, built and run with podman).
  *
  * Integration and e2e run with the default gRPC server (`GRPC_SERVER=lean`); the suites that
  * exercise the gRPC port run a second time as `integration-grpc-js` / `e2e-grpc-js` with
@@ -91,6 +92,17 @@ export default defineConfig({
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
+          fileParallelism: false,
+        },
+      },
+      // The image and the compose demo, built and run with podman (test/container/): long, and
+      // one podman at a time.
+      {
+        test: {
+          name: 'container',
+          include: ['test/container/**/*.test.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 1_800_000,
           fileParallelism: false,
         },
       },

@@ -54,8 +54,9 @@ current() {
 build() {
   local name="$1" context="$2" file="$3"
   shift 3
-  local start=$SECONDS tags=()
+  local start=$SECONDS tags=() old
   for tag in "$@"; do tags+=(--tag "${tag}"); done
+  old="$(podman image inspect --format '{{.Id}}' "$1" 2>/dev/null || true)"
   podman build --quiet --format docker --pull=never --label "sluice.test.inputs=${inputs}" \
     --label "sluice.test.standin=true" --file "${file}" "${tags[@]}" "${context}" \
     >"${work}/build-${name//[\/:]/_}.log" 2>&1 || {
@@ -64,6 +65,8 @@ build() {
     exit 1
   }
   log "${name}: built in $((SECONDS - start)) s"
+  # The replaced version, unless something still uses it.
+  [ -z "${old}" ] || podman rmi "${old}" >/dev/null 2>&1 || true
 }
 
 mkdir -p "${work}"
@@ -127,6 +130,3 @@ if current "${redis_image}"; then
 else
   build "${redis_image}" "${images_dir}" "${images_dir}/redis.Containerfile" "${redis_image}"
 fi
-
-# Drop the stand-ins' replaced versions (untagged now), nothing else.
-podman image prune --force --filter label=sluice.test.standin=true >/dev/null
