@@ -54,8 +54,9 @@ USER node
 EXPOSE 8081 8080 6070
 # Healthy while /healthcheck answers 200: failing while the rules cannot be served or, with
 # BACKEND_TYPE=redis and STORE_FAILURE_MODE=error, while Redis is unreachable; passing again when it
-# is back. Asks 127.0.0.1:$PORT, so HOST must be left at 0.0.0.0 or include loopback.
+# is back. Asks 127.0.0.1:$PORT, so HOST must be left at 0.0.0.0 or include loopback. The timer is
+# what fails a check whose request hangs (node would otherwise exit 0 with nothing left to do).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthcheck',{signal:AbortSignal.timeout(2000)}).then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "setTimeout(()=>process.exit(1),2500);fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthcheck').then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["node", "dist/main.js"]
 CMD ["serve"]
