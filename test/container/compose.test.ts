@@ -9,7 +9,15 @@
  * fails open; down. docker-compose.redis.yml on top: two replicas on one Redis give exactly five
  * 200s, and the limit holds after `podman stop` of one replica.
  */
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+import {
+  cpSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  chmodSync,
+} from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,7 +74,8 @@ export function readmeConsoleBlock(readme: string, heading: string): Step[] {
     const line = lines[i] ?? '';
     if (line.startsWith('$ ')) {
       let command = line.slice(2);
-      while (command.endsWith('\\') && i + 1 < lines.length) command = `${command.slice(0, -1)}${lines[++i]}`;
+      while (command.endsWith('\\') && i + 1 < lines.length)
+        command = `${command.slice(0, -1)}${lines[++i]}`;
       steps.push({ command, expected: [] });
     } else {
       steps.at(-1)?.expected.push(line);
@@ -121,7 +130,9 @@ async function envoyStat(name: string): Promise<number> {
 }
 
 describe.skipIf(requirement.skip)(
-  requirement.skip ? `the compose demo (SKIPPED: ${requirement.reason})` : 'the compose demo, run for real',
+  requirement.skip
+    ? `the compose demo (SKIPPED: ${requirement.reason})`
+    : 'the compose demo, run for real',
   () => {
     let dir = '';
     let service: Awaited<ReturnType<typeof startPodmanService>> | undefined;
@@ -132,19 +143,31 @@ describe.skipIf(requirement.skip)(
       DOCKER_HOST: service?.url ?? '',
       COMPOSE_PROJECT_NAME: project,
     });
-    const compose = async (files: string[], args: string[], timeoutMs = 120_000): Promise<string> => {
-      const result = await run(
-        'docker-compose',
-        [...files.flatMap((f) => ['-f', f]), ...args],
-        { cwd: dir, env: composeEnv(), timeoutMs },
-      );
+    const compose = async (
+      files: string[],
+      args: string[],
+      timeoutMs = 120_000,
+    ): Promise<string> => {
+      const result = await run('docker-compose', [...files.flatMap((f) => ['-f', f]), ...args], {
+        cwd: dir,
+        env: composeEnv(),
+        timeoutMs,
+      });
       if (result.code !== 0)
-        throw new Error(`docker-compose ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`);
+        throw new Error(
+          `docker-compose ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`,
+        );
       return `${result.stdout}${result.stderr}`;
     };
     /** Each running container of the project and its health. */
     const health = async (): Promise<Record<string, string>> => {
-      const ps = await podman(['ps', '--filter', `name=^${project}_`, '--format', '{{.Names}}|{{.Status}}']);
+      const ps = await podman([
+        'ps',
+        '--filter',
+        `name=^${project}_`,
+        '--format',
+        '{{.Names}}|{{.Status}}',
+      ]);
       return Object.fromEntries(
         ps.stdout
           .trim()
@@ -163,11 +186,14 @@ describe.skipIf(requirement.skip)(
       const busy: number[] = [];
       for (const port of PUBLISHED) if (!(await portFree(port))) busy.push(port);
       if (busy.length > 0)
-        throw new Error(`docker-compose.yml publishes ${busy.join(', ')}, in use on this host: stop what listens there`);
+        throw new Error(
+          `docker-compose.yml publishes ${busy.join(', ')}, in use on this host: stop what listens there`,
+        );
       await ensureStandInImages();
       dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-compose-'));
       chmodSync(dir, 0o755);
-      for (const entry of CHECKOUT) cpSync(path.join(REPO_ROOT, entry), path.join(dir, entry), { recursive: true });
+      for (const entry of CHECKOUT)
+        cpSync(path.join(REPO_ROOT, entry), path.join(dir, entry), { recursive: true });
       // `npx sluice` in the README runs the clone's build: this checkout's.
       symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(dir, 'node_modules'));
       symlinkSync(path.join(REPO_ROOT, 'dist'), path.join(dir, 'dist'));
@@ -177,12 +203,19 @@ describe.skipIf(requirement.skip)(
 
     afterAll(async () => {
       if (service !== undefined) {
-        for (const files of [['docker-compose.yml', 'docker-compose.redis.yml'], ['docker-compose.yml']])
-          await run('docker-compose', [...files.flatMap((f) => ['-f', f]), 'down', '--timeout', '5'], {
-            cwd: dir,
-            env: composeEnv(),
-            timeoutMs: 120_000,
-          });
+        for (const files of [
+          ['docker-compose.yml', 'docker-compose.redis.yml'],
+          ['docker-compose.yml'],
+        ])
+          await run(
+            'docker-compose',
+            [...files.flatMap((f) => ['-f', f]), 'down', '--timeout', '5'],
+            {
+              cwd: dir,
+              env: composeEnv(),
+              timeoutMs: 120_000,
+            },
+          );
       }
       await ticker?.stop();
       await service?.stop();
@@ -194,13 +227,19 @@ describe.skipIf(requirement.skip)(
       // Detached, else as the README says; compose waits for the health conditions itself.
       await compose(files, ['up', '--detach', '--build'], 1_200_000);
       expect(
-        await waitFor(async () => Object.values(await health()).every((h) => h === 'healthy'), 60_000),
+        await waitFor(
+          async () => Object.values(await health()).every((h) => h === 'healthy'),
+          60_000,
+        ),
         `all healthy: ${JSON.stringify(await health())}`,
       ).toBe(true);
       expect(Object.keys(await health()).sort()).toEqual(['envoy_1', 'sluice_1', 'upstream_1']);
 
       // The README's console block, command by command, from the host.
-      const steps = readmeConsoleBlock(readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8'), '## Demo with Envoy');
+      const steps = readmeConsoleBlock(
+        readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8'),
+        '## Demo with Envoy',
+      );
       expect(steps.map((s) => s.command)).toEqual([
         expect.stringMatching(/^for i in \$\(seq 1 8\); do curl .* localhost:10000\/; done$/),
         'curl -si localhost:10000/ | grep -i ratelimit',
@@ -223,7 +262,10 @@ describe.skipIf(requirement.skip)(
       // A rule edited on the host: the bind mount shows it to sluice, which reloads it.
       const rules = path.join(dir, 'envoy/ratelimit/edge.yaml');
       const text = readFileSync(rules, 'utf8');
-      const edited = text.replace(/(key: generic_key\n\s+value: default\n\s+rate_limit:\n\s+unit: minute\n\s+requests_per_unit: )5\n/, '$150\n');
+      const edited = text.replace(
+        /(key: generic_key\n\s+value: default\n\s+rate_limit:\n\s+unit: minute\n\s+requests_per_unit: )5\n/,
+        '$150\n',
+      );
       expect(edited).not.toBe(text);
       writeFileSync(rules, edited);
       const reloaded = await waitFor(async () => {
@@ -237,7 +279,9 @@ describe.skipIf(requirement.skip)(
       await compose(files, ['stop', 'sluice']);
       const allowedBefore = await envoyStat('cluster.upstream.ratelimit.failure_mode_allowed');
       expect(await statuses(8)).toEqual(Array(8).fill(200));
-      expect(await envoyStat('cluster.upstream.ratelimit.failure_mode_allowed')).toBe(allowedBefore + 8);
+      expect(await envoyStat('cluster.upstream.ratelimit.failure_mode_allowed')).toBe(
+        allowedBefore + 8,
+      );
 
       await compose(files, ['down', '--timeout', '5']);
       expect(await health()).toEqual({});
@@ -246,26 +290,52 @@ describe.skipIf(requirement.skip)(
     it('docker-compose.redis.yml on top: two replicas on one Redis, exactly five 200s, and the limit holds after one replica stops', async () => {
       const files = ['docker-compose.yml', 'docker-compose.redis.yml'];
       // The rule file the previous test edited, back to the shipped one.
-      cpSync(path.join(REPO_ROOT, 'envoy/ratelimit'), path.join(dir, 'envoy/ratelimit'), { recursive: true });
+      cpSync(path.join(REPO_ROOT, 'envoy/ratelimit'), path.join(dir, 'envoy/ratelimit'), {
+        recursive: true,
+      });
       await compose(files, ['up', '--detach', '--build'], 1_200_000);
       expect(
-        await waitFor(async () => Object.values(await health()).every((h) => h === 'healthy'), 60_000),
+        await waitFor(
+          async () => Object.values(await health()).every((h) => h === 'healthy'),
+          60_000,
+        ),
         `all healthy: ${JSON.stringify(await health())}`,
       ).toBe(true);
       expect(Object.keys(await health()).sort()).toEqual([
-        'envoy_1', 'redis_1', 'sluice-2_1', 'sluice_1', 'upstream_1',
+        'envoy_1',
+        'redis_1',
+        'sluice-2_1',
+        'sluice_1',
+        'upstream_1',
       ]);
 
       // The README's curl loop, as written.
-      const loop = await sh(dir, "for i in $(seq 1 8); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:10000/; done");
-      expect(loop.stdout.trim().split('\n')).toEqual(['200', '200', '200', '200', '200', '429', '429', '429']);
+      const loop = await sh(
+        dir,
+        "for i in $(seq 1 8); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:10000/; done",
+      );
+      expect(loop.stdout.trim().split('\n')).toEqual([
+        '200',
+        '200',
+        '200',
+        '200',
+        '200',
+        '429',
+        '429',
+        '429',
+      ]);
       // Both replicas answered some of those calls (Envoy spreads them), counting in one Redis.
       for (const replica of ['sluice_1', 'sluice-2_1']) {
         const metrics = await podman([
-          'exec', `${project}_${replica}`, 'node', '-e',
+          'exec',
+          `${project}_${replica}`,
+          'node',
+          '-e',
           "fetch('http://127.0.0.1:8080/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
         ]);
-        expect(metrics.stdout, replica).toMatch(/^ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} [1-9]/m);
+        expect(metrics.stdout, replica).toMatch(
+          /^ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} [1-9]/m,
+        );
       }
 
       // One replica stopped: the other still answers from the same Redis counts. Calls Envoy had
@@ -273,13 +343,19 @@ describe.skipIf(requirement.skip)(
       expect((await podman(['stop', '--time', '10', `${project}_sluice-2_1`])).code).toBe(0);
       const errorsBefore = await envoyStat('cluster.upstream.ratelimit.error');
       let seen: number[] = [];
-      const settled = await waitFor(async () => {
-        seen = await statuses(8);
-        return seen.every((s) => s === 429);
-      }, 30_000, 1_000);
+      const settled = await waitFor(
+        async () => {
+          seen = await statuses(8);
+          return seen.every((s) => s === 429);
+        },
+        30_000,
+        1_000,
+      );
       expect(settled, `8 x 429 within 30 s of the stop; last: ${seen.join(' ')}`).toBe(true);
       const failOpen = (await envoyStat('cluster.upstream.ratelimit.error')) - errorsBefore;
-      console.log(`[compose demo] one replica stopped: ${failOpen} call(s) failed open before Envoy dropped it`);
+      console.log(
+        `[compose demo] one replica stopped: ${failOpen} call(s) failed open before Envoy dropped it`,
+      );
       expect(await statuses(4)).toEqual([429, 429, 429, 429]);
 
       await compose(files, ['down', '--timeout', '5']);

@@ -39,7 +39,11 @@ descriptors:
 `;
 
 /** `podman run -d` a container of the sluice image (or `image`); its name is recorded for cleanup. */
-async function runContainer(name: string, args: string[], image = SLUICE_TEST_IMAGE): Promise<string> {
+async function runContainer(
+  name: string,
+  args: string[],
+  image = SLUICE_TEST_IMAGE,
+): Promise<string> {
   const full = `${prefix}${name}`;
   created.push(full);
   await podmanOk(['run', '-d', '--name', full, '--network', network, ...args, image]);
@@ -70,8 +74,13 @@ async function get(port: number, urlPath: string): Promise<{ status: number; bod
 
 /** Wait until the container's /healthcheck, asked from the host, answers `status`. */
 async function waitHealth(port: number, status: number, timeoutMs = 30_000): Promise<void> {
-  const ok = await waitFor(async () => (await get(port, '/healthcheck')).status === status, timeoutMs);
-  expect(ok, `/healthcheck on 127.0.0.1:${port} answers ${status} within ${timeoutMs} ms`).toBe(true);
+  const ok = await waitFor(
+    async () => (await get(port, '/healthcheck')).status === status,
+    timeoutMs,
+  );
+  expect(ok, `/healthcheck on 127.0.0.1:${port} answers ${status} within ${timeoutMs} ms`).toBe(
+    true,
+  );
 }
 
 /** Stop a container with SIGTERM (SIGKILL only after 30 s); resolves to its exit code. */
@@ -121,18 +130,28 @@ describe.skipIf(requirement.skip)(
       expect(config.Entrypoint).toEqual(['node', 'dist/main.js']);
       expect(config.Cmd).toEqual(['serve']);
       const version = await podmanOk([
-        'run', '--rm', '--entrypoint', 'node', SLUICE_TEST_IMAGE, '--version',
+        'run',
+        '--rm',
+        '--entrypoint',
+        'node',
+        SLUICE_TEST_IMAGE,
+        '--version',
       ]);
       expect(version).toMatch(/^v24\./);
     });
 
     it("serves rules mounted at the reference's default layout on the published ports, healthy, as non-root, and exits 0 on SIGTERM", async () => {
       const name = await runContainer('default', [
-        '--publish', '127.0.0.1::8080',
-        '--publish', '127.0.0.1::8081',
-        '--publish', '127.0.0.1::6070',
-        '--env', 'DEBUG_HOST=0.0.0.0',
-        '--volume', `${rulesDir}:/srv/runtime_data/current/config:ro`,
+        '--publish',
+        '127.0.0.1::8080',
+        '--publish',
+        '127.0.0.1::8081',
+        '--publish',
+        '127.0.0.1::6070',
+        '--env',
+        'DEBUG_HOST=0.0.0.0',
+        '--volume',
+        `${rulesDir}:/srv/runtime_data/current/config:ro`,
       ]);
       const http = await hostPort(name, 8080);
       const grpc = await hostPort(name, 8081);
@@ -145,13 +164,24 @@ describe.skipIf(requirement.skip)(
       expect(health.code, `${health.stdout}${health.stderr}`).toBe(0);
 
       // The mounted rules, over HTTP /json and over the published gRPC port.
-      expect([await json(http, 'k', 'v'), await json(http, 'k', 'v'), await json(http, 'k', 'v')])
-        .toEqual([200, 200, 429]);
+      expect([
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+      ]).toEqual([200, 200, 429]);
       const query = await runCli([
-        'query', '--addr', `127.0.0.1:${grpc}`, '--domain', 'container', '--descriptor', 'k=v',
+        'query',
+        '--addr',
+        `127.0.0.1:${grpc}`,
+        '--domain',
+        'container',
+        '--descriptor',
+        'k=v',
       ]);
       expect(query.code, query.stderr).toBe(2);
-      expect(query.stdout).toMatch(/^overall: OVER_LIMIT\n {2}\[0\] k=v: OVER_LIMIT {2}limit 2\/minute/);
+      expect(query.stdout).toMatch(
+        /^overall: OVER_LIMIT\n {2}\[0\] k=v: OVER_LIMIT {2}limit 2\/minute/,
+      );
 
       const metrics = await get(http, '/metrics');
       expect(metrics.status).toBe(200);
@@ -172,22 +202,33 @@ describe.skipIf(requirement.skip)(
 
     it("runs as Envoy Gateway's Deployment runs the reference: /bin/ratelimit, another UID, read-only root, RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config", async () => {
       const name = await runContainer('gateway', [
-        '--entrypoint', '/bin/ratelimit',
-        '--user', '65534:65534',
+        '--entrypoint',
+        '/bin/ratelimit',
+        '--user',
+        '65534:65534',
         '--read-only',
-        '--publish', '127.0.0.1::8080',
-        '--env', 'RUNTIME_ROOT=/data',
-        '--env', 'RUNTIME_SUBDIRECTORY=ratelimit',
-        '--env', 'RUNTIME_IGNOREDOTFILES=true',
-        '--env', 'LOG_LEVEL=info',
-        '--volume', `${rulesDir}:/data/ratelimit/config:ro`,
+        '--publish',
+        '127.0.0.1::8080',
+        '--env',
+        'RUNTIME_ROOT=/data',
+        '--env',
+        'RUNTIME_SUBDIRECTORY=ratelimit',
+        '--env',
+        'RUNTIME_IGNOREDOTFILES=true',
+        '--env',
+        'LOG_LEVEL=info',
+        '--volume',
+        `${rulesDir}:/data/ratelimit/config:ro`,
       ]);
       const http = await hostPort(name, 8080);
       await waitHealth(http, 200);
       const health = await healthcheckRun(name);
       expect(health.code, `${health.stdout}${health.stderr}`).toBe(0);
-      expect([await json(http, 'k', 'v'), await json(http, 'k', 'v'), await json(http, 'k', 'v')])
-        .toEqual([200, 200, 429]);
+      expect([
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+      ]).toEqual([200, 200, 429]);
       expect(await podmanOk(['exec', name, 'id', '-u'])).toBe('65534');
       // /bin/ratelimit execs node, so node is PID 1 and gets SIGTERM itself.
       expect(await stopAndExitCode(name)).toBe(0);
@@ -196,20 +237,30 @@ describe.skipIf(requirement.skip)(
     it('with Redis: the HEALTHCHECK fails while Redis is down and passes when it is back', async () => {
       const redis = await runContainer('redis', [], 'docker.io/library/redis:7');
       const name = await runContainer('redis-backed', [
-        '--publish', '127.0.0.1::8080',
-        '--env', 'BACKEND_TYPE=redis',
-        '--env', 'REDIS_SOCKET_TYPE=tcp',
-        '--env', `REDIS_URL=${redis}:6379`,
-        '--env', 'REDIS_TIMEOUT=100ms',
-        '--env', 'LOG_LEVEL=info',
-        '--volume', `${rulesDir}:/srv/runtime_data/current/config:ro`,
+        '--publish',
+        '127.0.0.1::8080',
+        '--env',
+        'BACKEND_TYPE=redis',
+        '--env',
+        'REDIS_SOCKET_TYPE=tcp',
+        '--env',
+        `REDIS_URL=${redis}:6379`,
+        '--env',
+        'REDIS_TIMEOUT=100ms',
+        '--env',
+        'LOG_LEVEL=info',
+        '--volume',
+        `${rulesDir}:/srv/runtime_data/current/config:ro`,
       ]);
       const http = await hostPort(name, 8080);
       await waitHealth(http, 200);
       const passing = await healthcheckRun(name);
       expect(passing.code, `${passing.stdout}${passing.stderr}`).toBe(0);
-      expect([await json(http, 'k', 'v'), await json(http, 'k', 'v'), await json(http, 'k', 'v')])
-        .toEqual([200, 200, 429]);
+      expect([
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+        await json(http, 'k', 'v'),
+      ]).toEqual([200, 200, 429]);
 
       await podmanOk(['stop', '--time', '5', redis]);
       const failing = await waitFor(async () => (await healthcheckRun(name)).code !== 0, 30_000);
@@ -223,7 +274,9 @@ describe.skipIf(requirement.skip)(
       const back = await waitFor(async () => (await healthcheckRun(name)).code === 0, 60_000);
       expect(back, 'HEALTHCHECK passes within 60 s of Redis starting again').toBe(true);
       expect(await get(http, '/healthcheck')).toEqual({ status: 200, body: 'OK' });
-      expect(await podmanOk(['inspect', '--format', '{{.State.Health.Status}}', name])).toBe('healthy');
+      expect(await podmanOk(['inspect', '--format', '{{.State.Health.Status}}', name])).toBe(
+        'healthy',
+      );
     });
   },
 );

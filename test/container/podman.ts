@@ -92,7 +92,9 @@ export function podman(args: readonly string[], timeoutMs = 60_000): Promise<Run
 export async function podmanOk(args: readonly string[], timeoutMs = 60_000): Promise<string> {
   const result = await podman(args, timeoutMs);
   if (result.code !== 0)
-    throw new Error(`podman ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`);
+    throw new Error(
+      `podman ${args.join(' ')} exited ${result.code}:\n${result.stdout}${result.stderr}`,
+    );
   return result.stdout.trim();
 }
 
