@@ -107,7 +107,9 @@ else
   tar -xzf "${ctx}/pack/npm-${npm_version}.tgz" -C "${ctx}/npm" --strip-components=1
   rm -rf "${ctx}/pack"
   # npm in the stand-in trusts what this machine trusts (a TLS-inspecting egress proxy's CA too).
-  cp "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" "${ctx}/ca-certificates.crt"
+  # No bundle here: an empty file, and npm keeps its own CAs.
+  bundle="${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+  if [ -s "${bundle}" ]; then cp "${bundle}" "${ctx}/ca-certificates.crt"; else : >"${ctx}/ca-certificates.crt"; fi
   build "${node_image}" "${ctx}" "${images_dir}/node.Containerfile" "${node_image}"
   rm -rf "${ctx}"
 fi
