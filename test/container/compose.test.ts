@@ -189,7 +189,7 @@ describe.skipIf(requirement.skip)(
         throw new Error(
           `docker-compose.yml publishes ${busy.join(', ')}, in use on this host: stop what listens there`,
         );
-      await ensureStandInImages();
+      console.log(await ensureStandInImages());
       dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-compose-'));
       chmodSync(dir, 0o755);
       for (const entry of CHECKOUT)

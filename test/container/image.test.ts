@@ -95,8 +95,12 @@ describe.skipIf(requirement.skip)(
     beforeAll(async () => {
       assertRequirement(requirement);
       ensureBuilt();
-      await ensureStandInImages();
+      console.log(await ensureStandInImages());
+      const started = Date.now();
       await buildSluiceImage();
+      console.log(
+        `[container: image] the Dockerfile built in ${Math.round((Date.now() - started) / 1000)} s`,
+      );
       rulesDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-ct-rules-'));
       writeFileSync(path.join(rulesDir, 'container.yaml'), RULES);
       // A mounted directory keeps its host modes; mkdtemp's 0700 would hide it from the image's user.
