@@ -125,6 +125,19 @@ describe('sluice check', () => {
     expect(result.code).toBe(0);
   });
 
+  it('exits 1 on paths that define no domain (an empty directory, non-YAML files only)', async () => {
+    const empty = await ruleDir({
+      'README.md': '# not a rule file\n',
+      '.hidden.yaml': 'domain: h\n',
+    });
+    const result = await runCli(['check', empty]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      `no rate limit rules in ${empty}: 0 rule file(s) found (every *.yaml and *.yml file of a directory is read; dot files are ignored), no domain defined; served as is, nothing would be rate limited\n`,
+    );
+  });
+
   it('exits 1 and names the file, the YAML path and the reason of every problem', async () => {
     const dir = await ruleDir({
       'a.yaml':
