@@ -104,7 +104,26 @@ describe('starting the way envoyproxy/ratelimit is started', () => {
       '2000',
     ]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/sluice: request failed: /);
+    expect(result.stderr).toMatch(/^sluice: request failed: 14 UNAVAILABLE: .*ECONNREFUSED/);
+    // grpc-js ends its message with an empty "Resolution note: "; sluice drops it.
+    expect(result.stderr).not.toMatch(/Resolution note/);
+  });
+
+  it('says a plaintext port is plaintext when queried with --tls', async () => {
+    const result = await runCli([
+      'query',
+      '--addr',
+      `127.0.0.1:${server.grpcPort}`,
+      '--tls',
+      '--domain',
+      'api',
+      '--descriptor',
+      'user=a',
+    ]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      `\n127.0.0.1:${server.grpcPort} did not answer the TLS handshake: it looks like a plaintext port; drop --tls, --cacert, --cert and --key\n`,
+    );
   });
 });
 
