@@ -6,7 +6,7 @@ import { systemClock, type Clock } from './clock.js';
 import { loadSnapshot } from './config/load.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { watchConfig } from './config/watch.js';
-import { formatConfigProblem, ConfigError } from './errors.js';
+import { formatConfigProblem, ConfigError, SluiceError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
@@ -88,6 +88,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     mergeDomainConfigs: settings.mergeDomainConfigs,
     defaultAlgorithm: settings.defaultAlgorithm,
   };
+  // The snapshot serving: set by the first load or by a newer reload.
+  let current: ConfigSnapshot | undefined;
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
   const stats = settings.stats;
@@ -101,10 +103,20 @@ export async function createApp(options: AppOptions): Promise<App> {
     latencyTap: latencies,
     latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
     requestBufferBytes: () => requestBudget.heldBytes,
+    configDomains: () => current?.domains.size ?? 0,
   });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
-    configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
+    const fields = { files: snapshot.files, domains: [...snapshot.domains.keys()] };
+    if (snapshot.domains.size === 0) {
+      // Every call is answered OK from now on: say so loudly (sluice_config_domains is 0 too).
+      configLog.warn(
+        { ...fields, paths: settings.config.paths },
+        `${msg} with no domains: nothing is rate limited until a rule file is added`,
+      );
+    } else {
+      configLog.info(fields, msg);
+    }
     if (snapshot.warnings.length > 0) {
       configLog.warn(
         { warnings: snapshot.warnings.map(formatConfigProblem) },
@@ -115,7 +127,6 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
   // change made during that load is seen; a snapshot it builds is never older than the first's.
-  let current: ConfigSnapshot | undefined;
   const watcher =
     options.watch === false
       ? undefined
@@ -269,10 +280,31 @@ export async function createApp(options: AppOptions): Promise<App> {
     snapshot: serving,
     async start() {
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
-      const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
-      const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
+      const httpPort = await listenAs(
+        'HTTP',
+        'HOST/PORT or --host/--port',
+        settings.httpHost,
+        settings.httpPort,
+        (host, port) => httpServer.listen(host, port),
+      );
+      const debugPort = await listenAs(
+        'the debug server',
+        'DEBUG_HOST/DEBUG_PORT or --debug-host/--debug-port',
+        settings.debugHost,
+        settings.debugPort,
+        (host, port) => debugServer.listen(host, port),
+      );
       const prometheusHost = stats.prometheusHost ?? '0.0.0.0';
-      const prometheusPort = await prometheusServer?.listen(prometheusHost, stats.prometheusPort);
+      const prometheusPort =
+        prometheusServer === undefined
+          ? undefined
+          : await listenAs(
+              'the Prometheus listener',
+              'PROMETHEUS_ADDR',
+              prometheusHost,
+              stats.prometheusPort,
+              (host, port) => prometheusServer.listen(host, port),
+            );
       if (pushesStats && latencies !== undefined) {
         statsdSink = createStatsdSink({
           metrics,
@@ -327,6 +359,31 @@ export async function createApp(options: AppOptions): Promise<App> {
       return closing;
     },
   };
+}
+
+/**
+ * Listen on `host:port` with `listen`; a bind failure (port in use, address not local, ...) is
+ * rethrown naming the listener and the settings that move it, as the gRPC server's message does.
+ */
+async function listenAs(
+  what: string,
+  settingNames: string,
+  host: string,
+  port: number,
+  listen: (host: string, port: number) => Promise<number>,
+): Promise<number> {
+  try {
+    return await listen(host, port);
+  } catch (err) {
+    const failure = SluiceError.from(err);
+    if (failure.code !== 'INVALID_SETTINGS') throw failure;
+    const reason = failure.cause instanceof Error ? failure.cause.message : failure.message;
+    throw new SluiceError(
+      'INVALID_SETTINGS',
+      `cannot listen on ${host}:${port} for ${what} (set ${settingNames}): ${reason}`,
+      { cause: failure },
+    );
+  }
 }
 
 /** How the start-up line names the gRPC port's TLS mode; `undefined` for plaintext. */

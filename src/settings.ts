@@ -237,6 +237,12 @@ export interface RedisSettings {
   readonly keyPrefix: string;
   /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
   readonly localCacheBytes: number;
+  /**
+   * `REDIS_WAIT_AT_START` (default false; sluice only): wait up to `REDIS_TIMEOUT` for Redis to
+   * answer before listening. By default sluice listens at once and its health fails until Redis
+   * answers.
+   */
+  readonly waitAtStart: boolean;
 }
 
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
@@ -253,6 +259,14 @@ export interface SettingFlags {
   readonly grpcHost?: string;
   /** `--grpc-port`. */
   readonly grpcPort?: string;
+  /** `--host` (`HOST`). */
+  readonly httpHost?: string;
+  /** `--port` (`PORT`). */
+  readonly httpPort?: string;
+  /** `--debug-host` (`DEBUG_HOST`). */
+  readonly debugHost?: string;
+  /** `--debug-port` (`DEBUG_PORT`). */
+  readonly debugPort?: string;
   /** `--log-level`. */
   readonly logLevel?: string;
   /** `--log-format`. */
@@ -282,6 +296,10 @@ const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 const FLAG_NAMES: Readonly<Record<string, string>> = {
   GRPC_HOST: '--grpc-host',
   GRPC_PORT: '--grpc-port',
+  HOST: '--host',
+  PORT: '--port',
+  DEBUG_HOST: '--debug-host',
+  DEBUG_PORT: '--debug-port',
   LOG_LEVEL: '--log-level',
   LOG_FORMAT: '--log-format',
   BACKEND_TYPE: '--backend-type',
@@ -423,10 +441,10 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
     grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    httpHost: r.string('HOST', '0.0.0.0'),
-    httpPort: r.int('PORT', 8080, 0, 65535),
-    debugHost: r.string('DEBUG_HOST', '127.0.0.1'),
-    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535),
+    httpHost: r.string('HOST', '0.0.0.0', flags.httpHost),
+    httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
+    debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
+    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535, flags.debugPort),
     nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     responseHeadersFormat: headersFormat(r),
@@ -590,6 +608,7 @@ function redisSettings(r: Reader): RedisSettings {
     perSecond,
     keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
     localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
+    waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
   };
 }
 

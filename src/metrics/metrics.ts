@@ -115,6 +115,8 @@ export interface MetricsOptions {
   readonly latencyInMilliseconds?: boolean;
   /** Bytes unfinished requests hold now (`MAX_REQUEST_BUFFER_BYTES`'s budget; scrape time). */
   readonly requestBufferBytes?: () => number;
+  /** Number of domains the serving rules define (read at scrape time); 0 when unset. */
+  readonly configDomains?: () => number;
 }
 
 /** The metrics of one sluice instance. */
@@ -168,6 +170,7 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_store_local_cache_over_limit_total',
   'sluice_store_fallback_total',
   'sluice_store_keys',
+  'sluice_config_domains',
   'sluice_tls_reloads_total',
   'sluice_tls_certificate_expiry_timestamp_seconds',
   'sluice_transport_refusals_total',
@@ -412,6 +415,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
     collect() {
       this.set(storeSize === undefined ? 0 : storeSize());
+    },
+  });
+
+  const configDomains = options.configDomains;
+  new Gauge({
+    name: 'sluice_config_domains',
+    help: 'Domains in the rate limit config serving now (0: every call is answered OK, nothing is limited)',
+    registers: [registry],
+    collect() {
+      this.set(configDomains === undefined ? 0 : configDomains());
     },
   });
 

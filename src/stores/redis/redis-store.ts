@@ -159,10 +159,15 @@ class ClientState {
   private up(why: string): void {
     if (!this.healthy()) return;
     if (this.everUp && !this.loggedDown && !this.loggedStall) return;
+    // The first connection is routine (INFO); a recovery answers an earlier ERROR/WARN line.
+    const recovered = this.everUp || this.loggedDown || this.loggedStall;
     this.everUp = true;
     this.loggedDown = false;
     this.loggedStall = false;
-    this.logger?.warn({ redis: this.name }, `redis store available (${why})`);
+    this.logger?.[recovered ? 'warn' : 'info'](
+      { redis: this.name },
+      `redis store available (${why})`,
+    );
   }
 
   private down(why: string): void {
