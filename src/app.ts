@@ -6,11 +6,12 @@ import { systemClock, type Clock } from './clock.js';
 import { loadSnapshot } from './config/load.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { watchConfig } from './config/watch.js';
-import { formatConfigProblem, ConfigError } from './errors.js';
+import { formatConfigProblem, ConfigError, SluiceError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { createLatencyReservoir, createStatsdSink, type StatsdSink } from './metrics/statsd.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
 import type { Settings } from './settings.js';
@@ -20,7 +21,10 @@ import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
+import { createPrometheusServer } from './transport/http/prometheus.js';
+import { createRequestBudget } from './transport/limits.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
+import { createTracing } from './tracing/tracing.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -47,6 +51,8 @@ export interface AppAddresses {
   readonly httpPort: number;
   /** The bound debug port (`/rlconfig`, `/counters`, ...). */
   readonly debugPort: number;
+  /** The bound `PROMETHEUS_ADDR` port; `undefined` unless `USE_PROMETHEUS=true`. */
+  readonly prometheusPort: number | undefined;
 }
 
 /** A built sluice instance. */
@@ -84,17 +90,37 @@ export async function createApp(options: AppOptions): Promise<App> {
     maxRulesPerFile: settings.configMaxRulesPerFile,
     maxRules: settings.configMaxRules,
   };
+  // The snapshot serving: set by the first load or by a newer reload.
+  let current: ConfigSnapshot | undefined;
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
+  const stats = settings.stats;
+  const pushesStats = stats.sink === 'statsd' || stats.sink === 'dogstatsd';
+  const latencies = pushesStats ? createLatencyReservoir() : undefined;
+  // Bytes held by unfinished requests of the gRPC port and /json together.
+  const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
   const metrics = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
     maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
     maxSeries: settings.metricsMaxSeries,
+    latencyTap: latencies,
+    latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
+    requestBufferBytes: () => requestBudget.heldBytes,
+    configDomains: () => current?.domains.size ?? 0,
   });
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
-    configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
+    const fields = { files: snapshot.files, domains: [...snapshot.domains.keys()] };
+    if (snapshot.domains.size === 0) {
+      // Every call is answered OK from now on: say so loudly (sluice_config_domains is 0 too).
+      configLog.warn(
+        { ...fields, paths: settings.config.paths },
+        `${msg} with no domains: nothing is rate limited until a rule file is added`,
+      );
+    } else {
+      configLog.info(fields, msg);
+    }
     if (snapshot.warnings.length > 0) {
       configLog.warn(
         { warnings: snapshot.warnings.map(formatConfigProblem) },
@@ -105,7 +131,6 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
   // change made during that load is seen; a snapshot it builds is never older than the first's.
-  let current: ConfigSnapshot | undefined;
   const watcher =
     options.watch === false
       ? undefined
@@ -153,8 +178,19 @@ export async function createApp(options: AppOptions): Promise<App> {
     watcher?.close();
     throw err;
   }
+  // The SDK is loaded only when tracing is on; off, nothing below does any work for it.
+  const tracing =
+    settings.tracing === undefined
+      ? undefined
+      : await createTracing({
+          settings: settings.tracing,
+          logger: logger.child({ module: 'tracing' }),
+        });
   const limiter = createLimiter({
-    store,
+    store:
+      tracing !== undefined && settings.backendType === 'redis'
+        ? tracing.traceStore(store, settings.redis?.perSecond !== undefined)
+        : store,
     shadowMode: settings.shadowMode,
     quotaMode: settings.quotaMode,
     responseDynamicMetadata: settings.responseDynamicMetadata,
@@ -179,6 +215,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       : undefined,
     problemJson: settings.problemJsonEnabled,
     clock,
+    tracing,
   });
   storeRef.current = store;
   const health = createHealthSignal({
@@ -190,6 +227,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     metrics,
     maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
+    requestTimeoutMs: settings.httpRequestTimeoutMs,
+    budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
   const debugServer = createDebugServer({
@@ -216,7 +255,27 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     tls,
     connections: settings.grpcConnections,
+    traceHeaders: tracing !== undefined,
+    limits: settings.grpcLimits,
+    budget: requestBudget,
+    metrics: metrics.transport,
   });
+  const prometheusServer =
+    stats.sink === 'prometheus'
+      ? createPrometheusServer({
+          metrics,
+          path: stats.prometheusPath,
+          logger: logger.child({ module: 'prometheus' }),
+        })
+      : undefined;
+  if (stats.sink === 'prometheus' && stats.prometheusMapperYaml !== undefined) {
+    logger.warn(
+      { file: stats.prometheusMapperYaml },
+      'PROMETHEUS_MAPPER_YAML is not applied: sluice serves the names and labels of the ' +
+        "reference's default mapping (docs/operations-metrics.md)",
+    );
+  }
+  let statsdSink: StatsdSink | undefined;
 
   let closing: Promise<void> | undefined;
   return {
@@ -227,8 +286,45 @@ export async function createApp(options: AppOptions): Promise<App> {
     snapshot: serving,
     async start() {
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
-      const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
-      const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
+      const httpPort = await listenAs(
+        'HTTP',
+        'HOST/PORT or --host/--port',
+        settings.httpHost,
+        settings.httpPort,
+        (host, port) => httpServer.listen(host, port),
+      );
+      const debugPort = await listenAs(
+        'the debug server',
+        'DEBUG_HOST/DEBUG_PORT or --debug-host/--debug-port',
+        settings.debugHost,
+        settings.debugPort,
+        (host, port) => debugServer.listen(host, port),
+      );
+      const prometheusHost = stats.prometheusHost ?? '0.0.0.0';
+      const prometheusPort =
+        prometheusServer === undefined
+          ? undefined
+          : await listenAs(
+              'the Prometheus listener',
+              'PROMETHEUS_ADDR',
+              prometheusHost,
+              stats.prometheusPort,
+              (host, port) => prometheusServer.listen(host, port),
+            );
+      if (pushesStats && latencies !== undefined) {
+        statsdSink = createStatsdSink({
+          metrics,
+          latencies,
+          host: stats.statsdHost,
+          port: stats.statsdPort,
+          // DogStatsD is UDP, as the reference's datadog-go client; STATSD_PROTOCOL is gostats'.
+          protocol: stats.sink === 'dogstatsd' ? 'udp' : stats.statsdProtocol,
+          flushIntervalMs: stats.flushIntervalMs,
+          extraTags: stats.extraTags,
+          dogstatsd: stats.sink === 'dogstatsd' ? { mogrifiers: stats.mogrifiers } : undefined,
+          logger: logger.child({ module: 'statsd' }),
+        });
+      }
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
       logStartup(logger, {
         version: SLUICE_VERSION,
@@ -236,13 +332,16 @@ export async function createApp(options: AppOptions): Promise<App> {
           grpc: formatHostPort(settings.grpcHost, grpcPort),
           http: formatHostPort(settings.httpHost, httpPort),
           debug: formatHostPort(settings.debugHost, debugPort),
+          ...(prometheusPort === undefined
+            ? {}
+            : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
         },
         store: settings.backendType,
         grpcTls: describeTls(settings),
         configOrigin: settings.config.origin,
         snapshot: serving(),
       });
-      return { grpcPort, httpPort, debugPort };
+      return { grpcPort, httpPort, debugPort, prometheusPort };
     },
     close() {
       closing ??= (async () => {
@@ -257,12 +356,40 @@ export async function createApp(options: AppOptions): Promise<App> {
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
+          prometheusServer?.close(settings.shutdownGraceMs),
         ]);
         await store.close();
+        // Last, so the final flush and export carry the calls that finished while draining.
+        await Promise.all([statsdSink?.close(), tracing?.shutdown(5_000)]);
       })();
       return closing;
     },
   };
+}
+
+/**
+ * Listen on `host:port` with `listen`; a bind failure (port in use, address not local, ...) is
+ * rethrown naming the listener and the settings that move it, as the gRPC server's message does.
+ */
+async function listenAs(
+  what: string,
+  settingNames: string,
+  host: string,
+  port: number,
+  listen: (host: string, port: number) => Promise<number>,
+): Promise<number> {
+  try {
+    return await listen(host, port);
+  } catch (err) {
+    const failure = SluiceError.from(err);
+    if (failure.code !== 'INVALID_SETTINGS') throw failure;
+    const reason = failure.cause instanceof Error ? failure.cause.message : failure.message;
+    throw new SluiceError(
+      'INVALID_SETTINGS',
+      `cannot listen on ${host}:${port} for ${what} (set ${settingNames}): ${reason}`,
+      { cause: failure },
+    );
+  }
 }
 
 /** How the start-up line names the gRPC port's TLS mode; `undefined` for plaintext. */

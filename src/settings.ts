@@ -8,6 +8,17 @@ import { SluiceError } from './errors.js';
 import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
 import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
+import {
+  statsSettings,
+  tracingSettings,
+  type StatsSettings,
+  type TracingSettings,
+} from './settings-telemetry.js';
+import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  type GrpcLimits,
+} from './transport/limits.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -128,6 +139,28 @@ export interface Settings {
   readonly grpcTls: GrpcTlsSettings | undefined;
   /** Connection limits of the gRPC port (docs/grpc-server.md). */
   readonly grpcConnections: GrpcConnectionSettings;
+  /** Stats sinks: statsd, DogStatsD, Prometheus on `PROMETHEUS_ADDR` (settings-telemetry.ts). */
+  readonly stats: StatsSettings;
+  /** OpenTelemetry tracing; `undefined` unless `TRACING_ENABLED=true`. */
+  readonly tracing: TracingSettings | undefined;
+  /**
+   * What clients may hold on the gRPC port (docs/operations.md, "Limits"):
+   * `GRPC_MAX_CONNECTIONS` (default 10000), `GRPC_MAX_CONCURRENT_STREAMS` (4096),
+   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB, or twice `GRPC_MAX_RECEIVE_MESSAGE_LENGTH` when
+   * that is more) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
+   */
+  readonly grpcLimits: GrpcLimits;
+  /**
+   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB, or four times `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`
+   * when that is more): bytes unfinished requests of the gRPC port and
+   * `/json` may hold together; past it new requests are refused until some finish.
+   */
+  readonly maxRequestBufferBytes: number;
+  /**
+   * `HTTP_REQUEST_TIMEOUT` (default `30s`): time a request on the HTTP port (`/json` and the
+   * others) may take to arrive whole, headers and body; at least 1 s.
+   */
+  readonly httpRequestTimeoutMs: number;
 }
 
 /**
@@ -215,6 +248,12 @@ export interface RedisSettings {
   readonly keyPrefix: string;
   /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
   readonly localCacheBytes: number;
+  /**
+   * `REDIS_WAIT_AT_START` (default false; sluice only): wait up to `REDIS_TIMEOUT` for Redis to
+   * answer before listening. By default sluice listens at once and its health fails until Redis
+   * answers.
+   */
+  readonly waitAtStart: boolean;
 }
 
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
@@ -231,6 +270,14 @@ export interface SettingFlags {
   readonly grpcHost?: string;
   /** `--grpc-port`. */
   readonly grpcPort?: string;
+  /** `--host` (`HOST`). */
+  readonly httpHost?: string;
+  /** `--port` (`PORT`). */
+  readonly httpPort?: string;
+  /** `--debug-host` (`DEBUG_HOST`). */
+  readonly debugHost?: string;
+  /** `--debug-port` (`DEBUG_PORT`). */
+  readonly debugPort?: string;
   /** `--log-level`. */
   readonly logLevel?: string;
   /** `--log-format`. */
@@ -260,13 +307,17 @@ const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 const FLAG_NAMES: Readonly<Record<string, string>> = {
   GRPC_HOST: '--grpc-host',
   GRPC_PORT: '--grpc-port',
+  HOST: '--host',
+  PORT: '--port',
+  DEBUG_HOST: '--debug-host',
+  DEBUG_PORT: '--debug-port',
   LOG_LEVEL: '--log-level',
   LOG_FORMAT: '--log-format',
   BACKEND_TYPE: '--backend-type',
 };
 
 /** Collects problems while reading settings, so all are reported together. */
-class Reader {
+export class Reader {
   readonly problems: string[] = [];
 
   constructor(private readonly env: NodeJS.ProcessEnv) {}
@@ -377,6 +428,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     );
   }
 
+  // The byte budgets' defaults grow with it, so raising it alone never fails the start.
+  const maxMessageBytes = r.int('GRPC_MAX_RECEIVE_MESSAGE_LENGTH', 1_048_576, 1024, 64 * 1_048_576);
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
@@ -400,17 +453,12 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
     maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
-    grpcMaxReceiveMessageBytes: r.int(
-      'GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
-      1_048_576,
-      1024,
-      64 * 1_048_576,
-    ),
+    grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    httpHost: r.string('HOST', '0.0.0.0'),
-    httpPort: r.int('PORT', 8080, 0, 65535),
-    debugHost: r.string('DEBUG_HOST', '127.0.0.1'),
-    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535),
+    httpHost: r.string('HOST', '0.0.0.0', flags.httpHost),
+    httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
+    debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
+    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535, flags.debugPort),
     nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     responseHeadersFormat: headersFormat(r),
@@ -427,7 +475,55 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
       maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
     },
+    stats: statsSettings(r),
+    tracing: tracingSettings(r),
+    grpcLimits: {
+      maxConnections: r.int(
+        'GRPC_MAX_CONNECTIONS',
+        DEFAULT_GRPC_LIMITS.maxConnections,
+        1,
+        1_000_000,
+      ),
+      maxConcurrentStreams: r.int(
+        'GRPC_MAX_CONCURRENT_STREAMS',
+        DEFAULT_GRPC_LIMITS.maxConcurrentStreams,
+        1,
+        1_000_000,
+      ),
+      maxConnectionBufferBytes: r.int(
+        'GRPC_MAX_CONNECTION_BUFFER_BYTES',
+        Math.max(DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes, 2 * maxMessageBytes),
+        65_536,
+        2 ** 40,
+      ),
+      requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
+    },
+    maxRequestBufferBytes: r.int(
+      'MAX_REQUEST_BUFFER_BYTES',
+      Math.max(DEFAULT_REQUEST_BUFFER_BYTES, 4 * maxMessageBytes),
+      65_536,
+      2 ** 40,
+    ),
+    httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
+
+  if (settings.httpRequestTimeoutMs < 1_000) {
+    r.problems.push(
+      `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
+    );
+  }
+  // A budget smaller than one message would refuse every large request.
+  for (const name of ['GRPC_MAX_CONNECTION_BUFFER_BYTES', 'MAX_REQUEST_BUFFER_BYTES'] as const) {
+    const value =
+      name === 'MAX_REQUEST_BUFFER_BYTES'
+        ? settings.maxRequestBufferBytes
+        : settings.grpcLimits.maxConnectionBufferBytes;
+    if (value < settings.grpcMaxReceiveMessageBytes + 65_536) {
+      r.problems.push(
+        `${name}=${value}: must be at least GRPC_MAX_RECEIVE_MESSAGE_LENGTH + 64 KiB (${settings.grpcMaxReceiveMessageBytes + 65_536}), or a request of the largest size could never be received`,
+      );
+    }
+  }
 
   // A batch larger than the cap could evict its own counters while they are being charged.
   if (settings.memoryMaxKeys < settings.maxDescriptorsPerRequest) {
@@ -537,6 +633,7 @@ function redisSettings(r: Reader): RedisSettings {
     perSecond,
     keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
     localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
+    waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
   };
 }
 

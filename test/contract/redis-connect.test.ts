@@ -252,6 +252,7 @@ describe('createStore', () => {
         CACHE_KEY_PREFIX: 'factory:',
         LOCAL_CACHE_SIZE_IN_BYTES: '4096',
         STORE_FAILURE_MODE: 'allow',
+        REDIS_WAIT_AT_START: 'true',
       };
       const store = await createStore(loadSettings(env), { clock: Date.now, logger, metrics });
       try {

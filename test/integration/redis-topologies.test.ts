@@ -69,6 +69,7 @@ describe.skipIf(clusterRequirement.skip)('redis store on a 3-master cluster', ()
       REDIS_URL: cluster.url,
       REDIS_TIMEOUT: '5s',
       CACHE_KEY_PREFIX: prefix,
+      REDIS_WAIT_AT_START: 'true',
     });
     store = await createStore(settings, { clock: Date.now, logger: silentLogger() });
     expect(store.healthy()).toBe(true);
@@ -134,6 +135,20 @@ describe.skipIf(clusterRequirement.skip)('redis store on a 3-master cluster', ()
     expect(peek.results[1]!.remaining).toBe(10);
   });
 
+  it('applies the quota rule across slot groups: rejected only when every quota group is over', async () => {
+    const [a, b] = keysInDistinctSlots(2, 'quota');
+    const quota = (key: string, group: number) =>
+      spec(key, 1, 1, { mode: 'quota', quotaGroup: group });
+    expect((await store.apply([quota(a!, 0), quota(b!, 1)])).admitted).toBe(true);
+    // Both full: each script sees one group only; the merged answer rejects.
+    const all = await store.apply([quota(a!, 0), quota(b!, 1)]);
+    expect(all.admitted).toBe(false);
+    expect(all.results.map((r) => r.overLimit)).toEqual([true, true]);
+    // With a third group that has room in its own slot, the request passes.
+    const [c] = keysInDistinctSlots(1, 'quota-room');
+    expect((await store.apply([quota(a!, 0), quota(b!, 1), quota(c!, 2)])).admitted).toBe(true);
+  });
+
   it('sends one script call per slot group', async () => {
     const keys = keysInDistinctSlots(4, 'calls');
     await store.apply(keys.map((key) => spec(key, 1, 5)));
@@ -169,6 +184,7 @@ describe.skipIf(sentinelRequirement.skip)('redis store through a sentinel', () =
       REDIS_URL: setup.url,
       REDIS_TIMEOUT: '1s',
       CACHE_KEY_PREFIX: `s-${randomUUID()}:`,
+      REDIS_WAIT_AT_START: 'true',
     });
     store = await createStore(settings, { clock: Date.now, logger: silentLogger() });
     expect(store.healthy()).toBe(true);
