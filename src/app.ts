@@ -3,11 +3,7 @@
  * the app is separate from listening so tests build it, then listen on port 0.
  */
 import { systemClock, type Clock } from './clock.js';
-import {
-  createFileSource,
-  createServingConfig,
-  type RuleSource,
-} from './config/source.js';
+import { createFileSource, createServingConfig, type RuleSource } from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Logger } from './logging/logger.js';

@@ -71,13 +71,14 @@ interface StructMessage {
   fields?: Record<string, ValueMessage>;
 }
 
+/** A google.protobuf.Value: camelCase even with keepCase (protobufjs defines struct.proto itself). */
 interface ValueMessage {
-  null_value?: unknown;
-  number_value?: number;
-  string_value?: string;
-  bool_value?: boolean;
-  struct_value?: StructMessage;
-  list_value?: { values?: ValueMessage[] };
+  nullValue?: unknown;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: StructMessage;
+  listValue?: { values?: ValueMessage[] };
 }
 
 /**
@@ -164,11 +165,11 @@ function structToJson(s: StructMessage): Record<string, unknown> {
 }
 
 function valueToJson(v: ValueMessage): unknown {
-  if (v.string_value !== undefined) return v.string_value;
-  if (v.number_value !== undefined) return v.number_value;
-  if (v.bool_value !== undefined) return v.bool_value;
-  if (v.struct_value !== undefined) return structToJson(v.struct_value);
-  if (v.list_value !== undefined) return (v.list_value.values ?? []).map(valueToJson);
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.numberValue !== undefined) return v.numberValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.structValue !== undefined) return structToJson(v.structValue);
+  if (v.listValue !== undefined) return (v.listValue.values ?? []).map(valueToJson);
   return null;
 }
 

@@ -45,7 +45,7 @@ interface DiscoveryRequest {
   version_info: string;
   node: {
     id: string;
-    metadata: { fields: Record<string, { string_value: string }> };
+    metadata: { fields: Record<string, { stringValue: string }> };
     user_agent_name: string;
     user_agent_version: string;
   };
@@ -96,8 +96,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     includeDirs: [PROTO_DIR],
   });
   const service = pkg['envoy.service.discovery.v3.AggregatedDiscoveryService'] as
-    | grpc.ServiceDefinition
-    | undefined;
+    grpc.ServiceDefinition | undefined;
   const method = service?.[ADS_METHOD];
   if (method === undefined) throw new SluiceError('INTERNAL', `${ADS_PROTO} has no ${ADS_METHOD}`);
   const channelOptions: grpc.ChannelOptions = {
@@ -115,7 +114,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     id: xds.nodeId,
     metadata: {
       fields: Object.fromEntries(
-        Object.entries(xds.nodeMetadata).map(([k, v]) => [k, { string_value: v }]),
+        Object.entries(xds.nodeMetadata).map(([k, v]) => [k, { stringValue: v }]),
       ),
     },
     user_agent_name: 'sluice',
@@ -280,7 +279,10 @@ async function tlsCredentials(xds: XdsOptions): Promise<grpc.ChannelCredentials>
     cert: await read('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.certFile),
     key: await read('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.keyFile),
   };
-  if (files.ca !== undefined && !files.ca.toString('utf8').includes('-----BEGIN CERTIFICATE-----')) {
+  if (
+    files.ca !== undefined &&
+    !files.ca.toString('utf8').includes('-----BEGIN CERTIFICATE-----')
+  ) {
     problems.push(
       `CONFIG_GRPC_XDS_SERVER_TLS_CACERT=${JSON.stringify(tls.caFile)}: no PEM certificate in the file`,
     );

@@ -7,6 +7,7 @@
 //	                sets the snapshot of the node id given by -node-id
 //	GET /requests   every DiscoveryRequest received so far, as JSON (node, version, nonce,
 //	                error_detail, the stream's gRPC metadata)
+//	GET /handshake-failures  how many TLS handshakes failed (a number)
 //
 // It prints one JSON line {"grpc_port": N, "control_port": M} on stdout once both listen.
 //
@@ -28,6 +29,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -255,7 +257,25 @@ func serverCredentials(certFile, keyFile, clientCAFile string) (grpc.ServerOptio
 		config.ClientCAs = pool
 		config.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return grpc.Creds(credentials.NewTLS(config)), nil
+	return grpc.Creds(&countingCreds{TransportCredentials: credentials.NewTLS(config)}), nil
+}
+
+// handshakeFailures counts refused TLS handshakes (GET /handshake-failures), so a test can wait
+// for a client to have been refused instead of sleeping.
+var handshakeFailures atomic.Int64
+
+// countingCreds counts the server handshakes that fail.
+type countingCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c *countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		handshakeFailures.Add(1)
+		log.Printf("TLS handshake failed: %v", err)
+	}
+	return out, info, err
 }
 
 func main() {
@@ -344,6 +364,9 @@ func main() {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("/handshake-failures", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "%d", handshakeFailures.Load())
+	})
 	mux.HandleFunc("/requests", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(rec.list())
@@ -363,4 +386,3 @@ func main() {
 		log.Fatal(err)
 	}
 }
-
