@@ -179,5 +179,8 @@ function valueToJson(v: ValueMessage): unknown {
  * dropped; the path (`descriptors[0].rate_limit.unit`) says where the problem is.
  */
 export function withoutPosition(problem: ConfigProblem): ConfigProblem {
-  return { ...problem, message: problem.message.replace(/ \(line \d+, column \d+\)/g, '') };
+  const message = problem.message
+    .replace(/ \(line \d+, column \d+\)/g, '')
+    .replace(/ at line \d+, column \d+/g, ' earlier');
+  return { ...problem, message };
 }
