@@ -571,7 +571,7 @@ function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOp
     connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
     backoffInitialMs,
     backoffMaxMs,
-    backoffRandomFactor: r.ratio('XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 0.5),
+    backoffFactor: backoffFactor(r),
     backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
     maxMessageBytes: maxMessage === 0 ? undefined : maxMessage,
     tls: useTls
@@ -583,6 +583,20 @@ function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOp
         }
       : undefined,
   };
+}
+
+/** `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`: a number of at least 0 (default 0.5; see XdsOptions). */
+function backoffFactor(r: Reader): number {
+  const text = r.raw('XDS_CLIENT_BACKOFF_RANDOM_FACTOR');
+  if (text === undefined) return 0.5;
+  const value = Number(text.trim());
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1000) {
+    r.problems.push(
+      `XDS_CLIENT_BACKOFF_RANDOM_FACTOR=${JSON.stringify(text)}: expected a number from 0 to 1000 (what the wait is multiplied by per failed attempt)`,
+    );
+    return 0.5;
+  }
+  return value;
 }
 
 /**

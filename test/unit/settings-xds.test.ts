@@ -1,6 +1,7 @@
 /** CONFIG_TYPE and the xDS client's settings: the reference's names and defaults, clear errors. */
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/settings.js';
+import { backoffDelayMs } from '../../src/transport/xds/source.js';
 
 /** The message loadSettings throws for `env`. */
 function problem(env: NodeJS.ProcessEnv): string {
@@ -51,7 +52,7 @@ describe('xDS client settings', () => {
       connectRetryIntervalMs: 3_000,
       backoffInitialMs: 10_000,
       backoffMaxMs: 60_000,
-      backoffRandomFactor: 0.5,
+      backoffFactor: 0.5,
       backoffJitter: true,
       maxMessageBytes: undefined,
       tls: undefined,
@@ -68,7 +69,7 @@ describe('xDS client settings', () => {
       CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '500ms',
       XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '1s',
       XDS_CLIENT_BACKOFF_MAX_INTERVAL: '2m',
-      XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '0.2',
+      XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '2',
       XDS_CLIENT_BACKOFF_JITTER: 'false',
       XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '8388608',
       CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
@@ -90,7 +91,7 @@ describe('xDS client settings', () => {
       connectRetryIntervalMs: 500,
       backoffInitialMs: 1_000,
       backoffMaxMs: 120_000,
-      backoffRandomFactor: 0.2,
+      backoffFactor: 2,
       backoffJitter: false,
       maxMessageBytes: 8_388_608,
       tls: {
@@ -118,7 +119,7 @@ describe('xDS client settings', () => {
       CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: 'x-token=abc,grpc-timeout:1',
       XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '2m',
       XDS_CLIENT_BACKOFF_MAX_INTERVAL: '1m',
-      XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '2',
+      XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1',
       XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: 'big',
       CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes please',
       FORCE_START_WITHOUT_INITIAL_CONFIG: 'maybe',
@@ -137,7 +138,7 @@ describe('xDS client settings', () => {
       'XDS_CLIENT_BACKOFF_MAX_INTERVAL (60000 ms) must be at least XDS_CLIENT_BACKOFF_INITIAL_INTERVAL (120000 ms)',
     );
     expect(message).toContain(
-      'XDS_CLIENT_BACKOFF_RANDOM_FACTOR="2": expected a number from 0 to 1',
+      'XDS_CLIENT_BACKOFF_RANDOM_FACTOR="-1": expected a number from 0 to 1000',
     );
     expect(message).toContain('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES="big"');
     expect(message).toContain(
@@ -180,5 +181,32 @@ describe('reference settings sluice checks but needs no value of', () => {
     expect(loadSettings({ GRPC_SERVER_TLS_CA_CERT: '/certs/ca.crt' }).notices).toEqual([
       'GRPC_SERVER_TLS_CA_CERT="/certs/ca.crt" is not read (nor by the reference): client certificates on the gRPC port are verified only with GRPC_CLIENT_TLS_CACERT',
     ]);
+  });
+});
+
+describe('the xDS client backoff (the reference’s jpillora/backoff arithmetic)', () => {
+  const base = { backoffInitialMs: 10_000, backoffMaxMs: 60_000, backoffJitter: false };
+  it('with the default factor 0.5, always waits the initial interval', () => {
+    const waits = [0, 1, 2, 10].map((n) =>
+      backoffDelayMs(n, { ...base, backoffFactor: 0.5, backoffJitter: true }, () => 0.9),
+    );
+    expect(waits).toEqual([10_000, 10_000, 10_000, 10_000]);
+  });
+  it('grows by the factor up to the maximum', () => {
+    const waits = [0, 1, 2, 3, 50, 5000].map((n) =>
+      backoffDelayMs(n, { ...base, backoffFactor: 2 }, () => 0),
+    );
+    expect(waits).toEqual([10_000, 20_000, 40_000, 60_000, 60_000, 60_000]);
+  });
+  it('with jitter, picks between the initial wait and the grown one', () => {
+    expect(backoffDelayMs(1, { ...base, backoffFactor: 2, backoffJitter: true }, () => 0.5)).toBe(
+      15_000,
+    );
+  });
+  it('reads factor 0 as 2, and a maximum under the initial wait as the wait', () => {
+    expect(backoffDelayMs(1, { ...base, backoffFactor: 0 }, () => 0)).toBe(20_000);
+    expect(backoffDelayMs(0, { ...base, backoffMaxMs: 5_000, backoffFactor: 2 }, () => 0)).toBe(
+      5_000,
+    );
   });
 });

@@ -37,13 +37,20 @@ export interface XdsOptions {
    * while the server cannot be reached.
    */
   readonly connectRetryIntervalMs: number;
-  /** `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL` (default 10s), ms: the wait after a stream breaks. */
+  /**
+   * `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL` (default 10s), ms: the shortest wait after a working
+   * stream breaks.
+   */
   readonly backoffInitialMs: number;
   /** `XDS_CLIENT_BACKOFF_MAX_INTERVAL` (default 60s), ms: the longest wait after breaks in a row. */
   readonly backoffMaxMs: number;
-  /** `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` (default 0.5): each wait is spread by up to this share. */
-  readonly backoffRandomFactor: number;
-  /** `XDS_CLIENT_BACKOFF_JITTER` (default true): spread waits at all. */
+  /**
+   * `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` (default 0.5): despite its name, what the wait is multiplied
+   * by per break in a row, as in the reference (whose backoff library takes it as its factor; 0
+   * means 2). Waits never go below the initial interval, so the default keeps them there.
+   */
+  readonly backoffFactor: number;
+  /** `XDS_CLIENT_BACKOFF_JITTER` (default true): pick each wait at random between the initial one and it. */
   readonly backoffJitter: boolean;
   /**
    * `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES`: largest DiscoveryResponse accepted; `undefined`: grpc-js's

@@ -7,9 +7,9 @@
  *
  * When the stream cannot be opened or breaks, the client reconnects: every
  * `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL` while the server cannot be reached, and after a
- * stream that had worked, with an exponential backoff from `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL`
- * to `XDS_CLIENT_BACKOFF_MAX_INTERVAL` (spread by `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` when
- * `XDS_CLIENT_BACKOFF_JITTER`). A new stream sends the last accepted version, so the server
+ * stream that had worked, with the reference's backoff: from `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL`,
+ * times `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` per break in a row, up to
+ * `XDS_CLIENT_BACKOFF_MAX_INTERVAL`, at random below that when `XDS_CLIENT_BACKOFF_JITTER`. A new stream sends the last accepted version, so the server
  * resends only what changed. Connection trouble is logged once per change of state, never once
  * per attempt.
  */
@@ -132,11 +132,6 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
   /** Whether the last failure was already logged at warn (log once per state change). */
   let failing = false;
 
-  const spread = (ms: number): number => {
-    if (!xds.backoffJitter || xds.backoffRandomFactor === 0) return ms;
-    return Math.max(0, Math.round(ms * (1 + xds.backoffRandomFactor * (2 * random() - 1))));
-  };
-
   return {
     kind: 'xds',
     start(listener) {
@@ -207,7 +202,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
             if (closed || call !== stream) return;
             call = undefined;
             const delayMs = answered
-              ? spread(Math.min(xds.backoffMaxMs, xds.backoffInitialMs * 2 ** breaks++))
+              ? backoffDelayMs(breaks++, xds, random)
               : xds.connectRetryIntervalMs;
             const fields = { server: xds.serverUrl, error: details, delayMs };
             if (failing) {
@@ -244,6 +239,25 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
       client?.close();
     },
   };
+}
+
+/**
+ * The wait after `attempt` (0-based) breaks in a row, as the reference's backoff (jpillora/backoff)
+ * picks it: initial x factor^attempt (factor 0 means 2), with jitter at random between the initial
+ * wait and that, always kept between the initial and the maximum wait.
+ */
+export function backoffDelayMs(
+  attempt: number,
+  xds: Pick<XdsOptions, 'backoffInitialMs' | 'backoffMaxMs' | 'backoffFactor' | 'backoffJitter'>,
+  random: () => number,
+): number {
+  const min = xds.backoffInitialMs;
+  const max = xds.backoffMaxMs;
+  if (min >= max) return max;
+  const factor = xds.backoffFactor > 0 ? xds.backoffFactor : 2;
+  let ms = min * factor ** attempt;
+  if (xds.backoffJitter) ms = random() * (ms - min) + min;
+  return Math.round(Math.min(max, Math.max(min, ms)));
 }
 
 /** Problems of a response as a whole (its type). */
