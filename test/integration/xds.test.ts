@@ -409,6 +409,15 @@ const scenarios = (kind: Kind) => {
       details: 'no rate limit configuration loaded',
     });
     expect((await healthcheck(impl)).status).toBe(200);
+    const json = await fetch(`http://127.0.0.1:${impl.httpPort}/json`, {
+      method: 'POST',
+      body: JSON.stringify({
+        domain: 'edge',
+        descriptors: [{ entries: [{ key: 'client', value: 'lee' }] }],
+      }),
+    });
+    // A deliberate difference (docs/compatibility.md): the reference answers 400 here.
+    expect(json.status).toBe(kind === 'sluice' ? 503 : 400);
     await server.setSnapshot(edge(4, '1'));
     await waitForLimit(impl, 'edge', { client: 'lee' }, '4/HOUR');
     await impl.stop();
