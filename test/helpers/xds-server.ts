@@ -43,15 +43,14 @@ export function buildXdsServer(requirement: XdsServerRequirement): string {
   return binary;
 }
 
-/** A RateLimitUnit by name. */
-export type XdsUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
 
 /** A RateLimitDescriptor as the server's JSON takes it. */
 export interface XdsDescriptor {
   key: string;
   value?: string;
   rate_limit?: {
-    unit?: XdsUnit | string;
+    // A RateLimitUnit name (SECOND ... YEAR, WEEK), or its number as text.
+    unit?: string;
     requests_per_unit?: number;
     unlimited?: boolean;
     name?: string;

@@ -165,10 +165,8 @@ const scenarios = (kind: Kind) => {
       async () => {
         // Each probe charges `entries`: callers use a value no other assertion counts on.
         const real = await impl.call(domain, entries).catch(() => null);
-        return real !== null && real.statuses[0]?.current_limit !== null
-          ? `${real.statuses[0]!.current_limit!.requests_per_unit}/${real.statuses[0]!.current_limit!.unit}` ===
-              limit
-          : false;
+        const current = real?.statuses[0]?.current_limit;
+        return current != null && `${current.requests_per_unit}/${current.unit}` === limit;
       },
       { timeoutMs: 20_000, intervalMs: 100, onTimeout: () => impl.proc.output() },
     );

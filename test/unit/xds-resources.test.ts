@@ -7,7 +7,8 @@ import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { buildSnapshot } from '../../src/config/snapshot.js';
 import { NO_RULES } from '../../src/config/source.js';
-import { ConfigError, formatConfigProblem, SluiceError } from '../../src/errors.js';
+import type { ConfigError } from '../../src/errors.js';
+import { formatConfigProblem, SluiceError } from '../../src/errors.js';
 import { PROTO_DIR } from '../../src/transport/grpc/proto.js';
 import {
   decodeRuleSets,
