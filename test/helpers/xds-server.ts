@@ -43,7 +43,6 @@ export function buildXdsServer(requirement: XdsServerRequirement): string {
   return binary;
 }
 
-
 /** A RateLimitDescriptor as the server's JSON takes it. */
 export interface XdsDescriptor {
   key: string;
