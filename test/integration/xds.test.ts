@@ -9,6 +9,7 @@
  * get the same codes, limits and remaining counts (sluice with DEFAULT_ALGORITHM=fixed_window,
  * the reference's window). Where the two differ on purpose (NACK text), the test says so.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -466,4 +467,20 @@ function pickGrpcServer(): Record<string, string> {
 describe.skipIf(xdsRequirement.skip || redisRequirement.skip)('rules over xDS', () => {
   describe('sluice', () => scenarios('sluice'));
   describe.skipIf(referenceSkip)('the reference, same scenarios', () => scenarios('reference'));
+});
+
+describe('CONFIG_TYPE', () => {
+  it('an unknown value stops `sluice serve` with one clear message and exit code 1', () => {
+    ensureBuilt();
+    const result = spawnSync(process.execPath, [SLUICE_MAIN, 'serve'], {
+      env: { PATH: process.env['PATH'] ?? '', CONFIG_TYPE: 'GRPC_XDS_DELTA', GRPC_PORT: '0' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      'sluice: invalid settings:\n  - CONFIG_TYPE="GRPC_XDS_DELTA": expected FILE (rules from files, the default) or GRPC_XDS_SOTW (rules from an xDS management server)\n',
+    );
+  });
 });
