@@ -5,11 +5,10 @@
  * `buildSnapshot` (every problem of every rule set), so a rule set means the same whatever brought
  * it. A new source implements {@link RuleSource} and is chosen in app.ts.
  */
-import { ConfigError, formatConfigProblem } from '../errors.js';
+import { ConfigError, formatConfigProblem, SluiceError } from '../errors.js';
 import type { Logger } from '../logging/logger.js';
 import { loadSnapshot } from './load.js';
 import type { ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
-import { SluiceError } from '../errors.js';
 import type { ConfigOptions } from './validate.js';
 import { watchConfig, type ConfigWatcher } from './watch.js';
 
