@@ -294,6 +294,42 @@ const scenarios = (kind: Kind) => {
     await back.stop();
   });
 
+  it('refuses a response larger than XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES and keeps asking', async () => {
+    const big: XdsSnapshot = {
+      version: '1',
+      resources: [
+        {
+          name: 'big',
+          domain: 'edge',
+          descriptors: Array.from({ length: 40 }, (_, i) => ({
+            key: `key-number-${i}`,
+            rate_limit: { unit: 'HOUR', requests_per_unit: 1 },
+          })),
+        },
+      ],
+    };
+    const server = await newServer('node-size', big);
+    const impl = await startImpl(server.grpcPort, {
+      CONFIG_GRPC_XDS_NODE_ID: 'node-size',
+      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
+      XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '256',
+    });
+    await waitListening(impl);
+    // A new stream per attempt: its first request arrives each time, never an ACK of version 1.
+    await waitFor(
+      'three subscriptions',
+      async () => new Set((await server.requests()).map((r) => r.stream)).size >= 3,
+      { timeoutMs: 20_000, intervalMs: 100, onTimeout: () => impl.proc.output() },
+    );
+    expect((await server.requests()).some((r) => r.version_info === '1')).toBe(false);
+    await expect(impl.call('edge', { 'key-number-1': 'x' })).rejects.toMatchObject({
+      code: 2,
+      details: 'no rate limit configuration loaded',
+    });
+    await impl.stop();
+    await server.stop();
+  });
+
   describe.skipIf(opensslRequirement.skip)('mTLS to the server', () => {
     let certs: {
       ca: string;
