@@ -158,10 +158,8 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
   /** The reference's per-rule arithmetic (docs/operations-metrics.md); plain additions only. */
   const record = (m: Metrics, request: RateLimitRequest, response: RateLimitResponse): void => {
     const statuses = response.statuses;
-    let rejected = false;
-    for (let i = 0; i < statuses.length; i++) {
-      if (statuses[i]!.code === 'OVER_LIMIT') rejected = true;
-    }
+    // A quota status may say OVER_LIMIT in an admitted request: ask the decision itself.
+    const rejected = response.rejected ?? response.overallCode === 'OVER_LIMIT';
     for (let i = 0; i < statuses.length; i++) {
       const status = statuses[i] as StatusMaybeFromLocalCache;
       const rule = status.rule;

@@ -472,6 +472,35 @@ describe('SHADOW_MODE counts global_shadow_mode', () => {
   });
 });
 
+describe('QUOTA_MODE: an admitted request with a quota descriptor over its limit', () => {
+  let s: Started;
+  beforeAll(async () => {
+    s = await start({ QUOTA_MODE: 'true' });
+  });
+  afterAll(async () => {
+    await s.app.close();
+  });
+
+  it('is no global_shadow_mode call and counts the over-limit hits once each', async () => {
+    // det allows 3 per minute; the unmatched descriptor is a quota descriptor that passes.
+    const body = {
+      domain: 'edge',
+      descriptors: [
+        { entries: [{ key: 'det', value: 'q' }] },
+        { entries: [{ key: 'no', value: 'x' }] },
+      ],
+    };
+    for (let i = 0; i < 5; i++) expect((await postJson(s.base, body)).status).toBe(200);
+    const text = await (await fetch(`${s.base}/metrics`)).text();
+    expect(series(text, 'ratelimit_service_global_shadow_mode')).toEqual({
+      ratelimit_service_global_shadow_mode: 0,
+    });
+    expect(series(text, 'ratelimit_service_rate_limit_over_limit')).toEqual({
+      'ratelimit_service_rate_limit_over_limit{domain="edge",key1="det_q"}': 2,
+    });
+  });
+});
+
 describe('/metrics keys for value_to_metric, detailed_metric and multi-hit requests', () => {
   const rules = `
 domain: edge

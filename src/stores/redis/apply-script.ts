@@ -14,7 +14,9 @@
  * - `ARGV[3]`: extra TTL in ms added past the moment a counter holds nothing;
  * - then 6 values per spec, in KEYS order: algorithm (`1` sliding_window, `2` fixed_window,
  *   `3` token_bucket, `4` sliding_log), limit, window ms, burst, hits, mode (`e` enforced,
- *   `s` shadow, `q` quota).
+ *   `s` shadow, `q` quota; `q` followed by a number is a quota counter of that quota group:
+ *   the batch is rejected when every group has a counter without room, `quotaRejects` in
+ *   counter-store.ts).
  *
  * Reply: a flat array of integers: `admitted` (1 or 0), then per spec `overLimit` (1 or 0),
  * `remaining`, `resetMs`.
@@ -341,6 +343,7 @@ local key_hits = {}
 local cum = {}
 local over = {}
 local admitted = true
+local groups = nil
 for i = 1, n do
   local o = 3 + (i - 1) * 6
   local sp = {
@@ -349,8 +352,12 @@ for i = 1, n do
     w = tonumber(ARGV[o + 3]),
     burst = tonumber(ARGV[o + 4]),
     hits = tonumber(ARGV[o + 5]),
-    mode = ARGV[o + 6],
+    mode = string.sub(ARGV[o + 6], 1, 1),
   }
+  if #ARGV[o + 6] > 1 then
+    sp.group = string.sub(ARGV[o + 6], 2)
+    groups = groups or {}
+  end
   specs[i] = sp
   local key = KEYS[i]
   local st = states[key]
@@ -366,6 +373,15 @@ for i = 1, n do
   cum[i] = key_hits[key]
   over[i] = not sp.alg.room(st, cum[i], sp)
   if over[i] and sp.mode == 'e' then admitted = false end
+  if sp.group then
+    if over[i] then groups[sp.group] = true
+    elseif groups[sp.group] == nil then groups[sp.group] = false end
+  end
+end
+if admitted and groups then
+  local all = true
+  for _, g in pairs(groups) do if not g then all = false end end
+  if all then admitted = false end
 end
 if admitted and not dry then
   for i = 1, n do

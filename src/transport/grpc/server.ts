@@ -12,7 +12,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import type { GrpcConnectionSettings } from '../../settings.js';
-import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
+import { GRPC_STATUS_BY_CODE, toCallError, unmarshalErrorText } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
@@ -99,11 +99,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
           const decoded: unknown = decode(bytes);
           const invalid = findInvalidUtf8(bytes, decoded);
           // Proto3 strings must be UTF-8; the decoder would count replacement characters instead.
-          return invalid === undefined
-            ? decoded
-            : new Malformed(`string field contains invalid UTF-8 (${invalid})`);
-        } catch (err) {
-          return new Malformed(err instanceof Error ? err.message : String(err));
+          return invalid === undefined ? decoded : new Malformed(unmarshalErrorText(true));
+        } catch {
+          return new Malformed(unmarshalErrorText(false));
         }
       },
     },
@@ -127,10 +125,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     ): void {
       const wire = call.request;
       if (wire instanceof Malformed) {
-        callback({
-          code: grpc.status.INVALID_ARGUMENT,
-          details: `malformed RateLimitRequest: ${wire.reason}`,
-        });
+        callback({ code: grpc.status.INVALID_ARGUMENT, details: wire.reason });
         return;
       }
       let request;

@@ -21,7 +21,7 @@ import type { RateLimitResponse } from '../../model.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { RLS_SERVICE_NAME } from '../grpc/proto.js';
-import { GrpcStatus, toCallError, type GrpcStatusCode } from '../status.js';
+import { GrpcStatus, toCallError, unmarshalErrorText, type GrpcStatusCode } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import {
   DecodeError,
@@ -492,7 +492,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       request = decodeRateLimitRequest(message);
     } catch (err) {
       if (err instanceof DecodeError) {
-        fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed RateLimitRequest: ${err.message}`);
+        fail(call, GrpcStatus.INVALID_ARGUMENT, unmarshalErrorText(err.invalidUtf8));
       } else {
         const { code, details } = toCallError(err, logger);
         fail(call, code, details);
