@@ -8,6 +8,7 @@ import type { ConfigSnapshot } from './config/types.js';
 import { watchConfig } from './config/watch.js';
 import { formatConfigProblem, ConfigError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -37,6 +38,15 @@ export interface AppOptions {
    * that file system events alone apply a change).
    */
   readonly watchPollIntervalMs?: number;
+  /**
+   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * instead of it (the whole service's sum). `undefined`: this process's metrics.
+   */
+  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  /** Server processes of the service (the start-up line's `workers`; default 1). */
+  readonly workers?: number;
+  /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
+  readonly logStartup?: boolean;
 }
 
 /** Where the app listens once started. */
@@ -84,10 +94,14 @@ export async function createApp(options: AppOptions): Promise<App> {
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
-  const metrics = createMetrics({
+  const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
   });
+  const metrics: Metrics =
+    options.metricsRender === undefined
+      ? local
+      : { ...local, render: options.metricsRender(local.registry) };
 
   const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
     configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
@@ -224,18 +238,20 @@ export async function createApp(options: AppOptions): Promise<App> {
       const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
       const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
-      logStartup(logger, {
-        version: SLUICE_VERSION,
-        listeners: {
-          grpc: formatHostPort(settings.grpcHost, grpcPort),
-          http: formatHostPort(settings.httpHost, httpPort),
-          debug: formatHostPort(settings.debugHost, debugPort),
-        },
-        store: settings.backendType,
-        grpcTls: describeTls(settings),
-        configOrigin: settings.config.origin,
-        snapshot: serving(),
-      });
+      if (options.logStartup !== false)
+        logStartup(logger, {
+          workers: options.workers ?? 1,
+          version: SLUICE_VERSION,
+          listeners: {
+            grpc: formatHostPort(settings.grpcHost, grpcPort),
+            http: formatHostPort(settings.httpHost, httpPort),
+            debug: formatHostPort(settings.debugHost, debugPort),
+          },
+          store: settings.backendType,
+          grpcTls: describeTls(settings),
+          configOrigin: settings.config.origin,
+          snapshot: serving(),
+        });
       return { grpcPort, httpPort, debugPort };
     },
     close() {

@@ -109,7 +109,7 @@ for i = 1, n do
   local key = KEYS[i]
   local st = states[key]
   if st == nil then
-    st = { key = key, t = 0, cum = hits }
+    st = { key = key, t = 0, cum = hits, live = false, n = 0, c = 0, h = 0, s = 0, e = 0, len = 0 }
     states[key] = st
     if a == SW then
       -- t: live total; n, c: newest bucket and its hits; h: oldest stored bucket.
