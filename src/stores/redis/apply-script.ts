@@ -21,14 +21,19 @@
  *
  * Storage, layout version {@link REDIS_LAYOUT_VERSION} (keys.ts puts the version in every key).
  * Each call costs a bounded number of commands and bytes per counter, whatever the sub-bucket
- * count: one read and one write per counter, plus a TTL when the expiry moves. Every key written
+ * count: at most one read and one write per counter, plus a TTL when the expiry moves. Every key written
  * gets a TTL that ends just after the counter is empty.
  * - sliding_window: a hash: `t` the running total of the stored buckets, `n` the newest bucket's
  *   index, `c` its hits, `h` the oldest stored bucket's index, and one field per older non-empty
  *   bucket (`index` -> hits). A call reads `t n c h` (HMGET) and writes what changed (one HSET);
  *   the older buckets are read only when the oldest one expires (then dropped with HDEL) or when
  *   an over-limit wait walks them. The TTL moves only when a new bucket starts.
- * - fixed_window: a hash `s` (window start ms), `n` (hits); the TTL is set when a window starts.
+ * - fixed_window: a hash with one field, named by the start (ms) of the counted window, holding
+ *   its hits. A call is one HINCRBY of the batch's hits on that field, whose answer is the count
+ *   to check; whatever the check does not charge is taken back with a second HINCRBY (and a field
+ *   back at 0 is deleted), so an admitted call costs Redis one command per counter, as the
+ *   reference's INCRBY does. The first call of a window drops the previous window's field and
+ *   sets the TTL.
  * - token_bucket: a hash `s` (TAT whole ms), `n` (TAT ticks of 1/limit ms).
  * - sliding_log: a list `total, t1, hits1, t2, hits2, ...`, oldest first.
  */
@@ -97,6 +102,16 @@ local n = #KEYS
 local A, LIM, WIN, BUR, HITS, MODE, ST, CUM, OVER = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local states = {}
 local admitted = true
+-- fixed_window: the hits of the whole batch on each key.
+local fwtot = nil
+for i = 1, n do
+  local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
+  if tonumber(ARGV[o + 1]) == FW then
+    fwtot = fwtot or {}
+    local key = KEYS[i]
+    fwtot[key] = (fwtot[key] or 0) + tonumber(ARGV[o + 5])
+  end
+end
 
 -- Pass 1: load and refresh each key once, then check each spec against the cumulative hits of
 -- its key so far.
@@ -109,7 +124,7 @@ for i = 1, n do
   local key = KEYS[i]
   local st = states[key]
   if st == nil then
-    st = { key = key, t = 0, cum = hits, live = false, n = 0, c = 0, h = 0, s = 0, e = 0, len = 0 }
+    st = { key = key, i = i, t = 0, cum = hits, live = false, n = 0, c = 0, h = 0, s = 0, e = 0, len = 0 }
     states[key] = st
     if a == SW then
       -- t: live total; n, c: newest bucket and its hits; h: oldest stored bucket.
@@ -146,18 +161,39 @@ for i = 1, n do
         end
       end
     elseif a == FW then
-      -- s: window start; n: its hits; e: its end (0: nothing counted).
-      local v = redis.call('HMGET', key, 's', 'n')
-      st.e = 0
-      if v[1] then
-        st.s = tonumber(v[1])
-        st.e = st.s + w
-        st.t = tonumber(v[2]) or 0
-        if now >= st.e then
-          st.t = 0
-          st.e = 0
-        end
+      -- One field per counted window, named by its start: its hits. The batch's hits on this
+      -- key are added at once (one HINCRBY: the read and, when admitted, the write) and the
+      -- part not charged is taken back after the check.
+      local start = now - fmod(now, w)
+      local add = 0
+      if not dry then add = fwtot[key] end
+      local t0
+      if add > 0 then
+        t0 = redis.call('HINCRBY', key, start, add) - add
+      else
+        t0 = tonumber(redis.call('HGET', key, start) or 0)
       end
+      st.f, st.add, st.fresh = start, add, false
+      if t0 == 0 then
+        -- Nothing yet in this window: another field is an older window (dropped) or, when the
+        -- clock went back, a later one, which goes on counting (fixed-window.ts refresh).
+        local all = redis.call('HGETALL', key)
+        for j = 1, #all, 2 do
+          local f = tonumber(all[j])
+          if f > start then
+            if add > 0 then
+              redis.call('HDEL', key, start)
+              redis.call('HINCRBY', key, f, add)
+            end
+            st.f = f
+            t0 = tonumber(all[j + 1])
+          elseif f < start and not dry then
+            redis.call('HDEL', key, f)
+          end
+        end
+        st.fresh = st.f == start
+      end
+      st.t, st.t0 = t0, t0
     elseif a == TB then
       -- s: TAT whole ms; n: TAT ticks of 1/limit ms; e: when the bucket is full again.
       local v = redis.call('HMGET', key, 's', 'n')
@@ -260,14 +296,6 @@ if admitted and not dry then
         end
       elseif a == FW then
         st.t = st.t + hits
-        if st.e ~= 0 then
-          redis.call('HSET', key, 'n', st.t)
-        else
-          st.s = now - fmod(now, w)
-          st.e = st.s + w
-          redis.call('HSET', key, 's', st.s, 'n', st.t)
-          redis.call('PEXPIRE', key, st.e - now + grace)
-        end
       elseif a == TB then
         local L = LIM[i]
         if L > 0 then
@@ -305,6 +333,21 @@ if admitted and not dry then
           st.len = 1
           redis.call('PEXPIRE', key, w + grace)
         end
+      end
+    end
+  end
+end
+
+-- fixed_window: take back what was added but not charged; a new window's key gets its TTL.
+if fwtot ~= nil and not dry then
+  for key, st in pairs(states) do
+    if st.f ~= nil then
+      local extra = st.t - st.t0 - st.add
+      if extra ~= 0 then redis.call('HINCRBY', key, st.f, extra) end
+      if st.t == 0 then
+        if st.add > 0 then redis.call('HDEL', key, st.f) end
+      elseif st.fresh and st.t > st.t0 then
+        redis.call('PEXPIRE', key, st.f + WIN[st.i] - now + grace)
       end
     end
   end
