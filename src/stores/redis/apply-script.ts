@@ -99,7 +99,7 @@ local function sw_older(key, h, n)
 end
 
 local n = #KEYS
-local A, LIM, WIN, BUR, HITS, MODE, ST, CUM, OVER = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local ST, CUM, OVER = {}, {}, {}
 local states = {}
 local admitted = true
 -- fixed_window: the hits of the whole batch on each key.
@@ -120,11 +120,10 @@ for i = 1, n do
   local a = tonumber(ARGV[o + 1])
   local limit, w = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
   local hits = tonumber(ARGV[o + 5])
-  A[i], LIM[i], WIN[i], BUR[i], HITS[i], MODE[i] = a, limit, w, tonumber(ARGV[o + 4]), hits, ARGV[o + 6]
   local key = KEYS[i]
   local st = states[key]
   if st == nil then
-    st = { key = key, i = i, t = 0, cum = hits, live = false, n = 0, c = 0, h = 0, s = 0, e = 0, len = 0 }
+    st = { key = key, w = w, t = 0, cum = hits, live = false, n = 0, c = 0, h = 0, s = 0, e = 0, len = 0 }
     states[key] = st
     if a == SW then
       -- t: live total; n, c: newest bucket and its hits; h: oldest stored bucket.
@@ -258,21 +257,22 @@ for i = 1, n do
         d = (st.s - now) * limit + st.n
         if d < 0 then d = 0 end
       end
-      room = d + cum * w <= BUR[i] * w
+      room = d + cum * w <= tonumber(ARGV[o + 4]) * w
     end
   else
     room = st.t + cum <= limit
   end
   OVER[i] = not room
-  if not room and MODE[i] == 'e' then admitted = false end
+  if not room and ARGV[o + 6] == 'e' then admitted = false end
 end
 
 -- Pass 2: charge every spec of an admitted batch (quota specs only when they had room).
 if admitted and not dry then
   for i = 1, n do
-    local hits = HITS[i]
-    if hits > 0 and not (MODE[i] == 'q' and OVER[i]) then
-      local a, st, w = A[i], ST[i], WIN[i]
+    local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
+    local hits = tonumber(ARGV[o + 5])
+    if hits > 0 and not (OVER[i] and ARGV[o + 6] == 'q') then
+      local a, st, w = tonumber(ARGV[o + 1]), ST[i], tonumber(ARGV[o + 3])
       local key = st.key
       if a == SW then
         local b = ceil(w / SUB)
@@ -297,7 +297,7 @@ if admitted and not dry then
       elseif a == FW then
         st.t = st.t + hits
       elseif a == TB then
-        local L = LIM[i]
+        local L = tonumber(ARGV[o + 2])
         if L > 0 then
           local ms, ticks = st.s, st.n
           if st.e == 0 or ms < now or (ms == now and ticks == 0) then
@@ -347,7 +347,7 @@ if fwtot ~= nil and not dry then
       if st.t == 0 then
         if st.add > 0 then redis.call('HDEL', key, st.f) end
       elseif st.fresh and st.t > st.t0 then
-        redis.call('PEXPIRE', key, st.f + WIN[st.i] - now + grace)
+        redis.call('PEXPIRE', key, st.f + st.w - now + grace)
       end
     end
   end
@@ -356,7 +356,9 @@ end
 -- Pass 3: the results, from each key's state after the batch.
 local reply = { admitted and 1 or 0 }
 for i = 1, n do
-  local a, st, limit, w, hits, over = A[i], ST[i], LIM[i], WIN[i], CUM[i], OVER[i]
+  local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
+  local a, limit, w = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  local st, hits, over = ST[i], CUM[i], OVER[i]
   local rem, reset = 0, 0
   if a == SW then
     local b = ceil(w / SUB)
@@ -394,7 +396,7 @@ for i = 1, n do
     if over or rem < 0 then rem = 0 end
     reset = w - fmod(now, w)
   elseif a == TB then
-    local L, B = limit, BUR[i]
+    local L, B = limit, tonumber(ARGV[o + 4])
     if L <= 0 then
       reset = w
     else
@@ -460,9 +462,10 @@ for i = 1, n do
       if st.len > 0 then reset = tonumber(redis.call('LINDEX', st.key, 1)) + w - now end
     end
   end
-  reply[#reply + 1] = over and 1 or 0
-  reply[#reply + 1] = rem
-  reply[#reply + 1] = reset
+  local r = 3 * i - 1
+  reply[r] = over and 1 or 0
+  reply[r + 1] = rem
+  reply[r + 2] = reset
 end
 return reply
 `;
