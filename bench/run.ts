@@ -2,7 +2,8 @@
  * `npm run bench`: builds sluice, then prints one table comparing sluice with baselines measured
  * in the same run on the same machine (the ratios are the figures to compare across machines).
  * Progress goes to stderr; the machine, the table and notes go to stdout. Every loop is bounded
- * by a count and a time; the whole run takes about four minutes.
+ * by a count and a time; the whole run takes about twelve minutes (about six of them the Redis
+ * rows, bench/redis-h2load.ts).
  *
  * Run as `node --expose-gc .cache/bench-build/bench/run.js` after `npm run build` and
  * `tsc -p tsconfig.bench.json` (the `bench` script does all three).
