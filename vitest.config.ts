@@ -21,6 +21,8 @@ const GRPC_INTEGRATION = [
   'algorithms-grpc',
   'tls',
   'grpc-connections',
+  'telemetry-metrics',
+  'telemetry-tracing',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
@@ -87,7 +89,11 @@ export default defineConfig({
       {
         test: {
           name: 'e2e-grpc-js',
-          include: ['test/e2e/envoy.test.ts', 'test/e2e/envoy-tls.test.ts'],
+          include: [
+            'test/e2e/envoy.test.ts',
+            'test/e2e/envoy-tls.test.ts',
+            'test/e2e/envoy-tracing.test.ts',
+          ],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,

@@ -249,7 +249,7 @@ export async function benchH2load(
 
   // The no-op server answers what sluice answers for this request.
   const app = await sluice.app.createApp({
-    settings: sluice.settings.loadSettings({}, { config: [rulesDir] }),
+    settings: sluice.settings.loadSettings({ USE_STATSD: 'false' }, { config: [rulesDir] }),
     logger: sluice.logger.silentLogger(),
     watch: false,
   });

@@ -27,20 +27,11 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-/** The pinned reference, as the issue names it. */
-export const REFERENCE_MODULE =
-  'github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36';
-/** Where `go install` puts the reference binary (git-ignored). */
-export const GO_BIN = path.join(REPO_ROOT, '.cache', 'go-bin');
 /**
- * The reference binary: `SLUICE_REFERENCE_BIN`, else the master build at
- * `.cache/reference/service_cmd` when present, else the pinned `go install` above.
+ * The reference binary, set by {@link referenceUnavailable}: scripts/reference.sh's choice (the
+ * master build from ../shared/reference when that folder exists, else the pinned `go install`).
  */
-const REFERENCE_BIN =
-  process.env.SLUICE_REFERENCE_BIN ??
-  (existsSync(path.join(REPO_ROOT, '.cache', 'reference', 'service_cmd'))
-    ? path.join(REPO_ROOT, '.cache', 'reference', 'service_cmd')
-    : path.join(GO_BIN, 'service_cmd'));
+let referenceBin: string | undefined;
 
 /** How long a server may take to start, ms. */
 const START_MS = 60_000;
@@ -173,6 +164,8 @@ export async function startSluice(
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
       DEBUG_PORT: String(await freePort()),
+      // No statsd sink (on by default), as the reference below runs without one.
+      USE_STATSD: 'false',
       ...options.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -291,18 +284,24 @@ export async function startNoop(fixed: Record<string, unknown>): Promise<BenchSe
   return { name: 'no-op grpc-js', port, pids: [child.pid!], stop: () => handle.stop() };
 }
 
-/** Why the reference cannot run here, or `undefined` when it can (installing it if needed). */
+/**
+ * Why the reference cannot run here, or `undefined` when it can (building or installing it if
+ * needed with scripts/reference.sh, which prints which reference, by commit, on stderr).
+ */
 export function referenceUnavailable(): string | undefined {
   if (spawnSync('redis-server', ['--version']).status !== 0) return 'skipped: no redis-server';
-  if (existsSync(REFERENCE_BIN)) return undefined;
+  if (referenceBin !== undefined) return undefined;
   if (spawnSync('go', ['version']).status !== 0) return 'skipped: no Go';
-  process.stderr.write(`bench: go install ${REFERENCE_MODULE} into ${GO_BIN}\n`);
-  const install = spawnSync('go', ['install', REFERENCE_MODULE], {
-    env: { ...process.env, GOBIN: GO_BIN },
-    stdio: ['ignore', 'inherit', 'inherit'],
-    timeout: 600_000,
+  const found = spawnSync('bash', [path.join(REPO_ROOT, 'scripts', 'reference.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    timeout: 900_000,
   });
-  if (install.status !== 0 || !existsSync(REFERENCE_BIN)) return 'skipped: go install failed';
+  const bin = found.stdout?.split('\n')[0];
+  if (found.status !== 0 || bin === undefined || !existsSync(bin)) {
+    return 'skipped: the reference could not be built or installed';
+  }
+  referenceBin = bin;
   return undefined;
 }
 
@@ -321,7 +320,8 @@ export async function startReference(
   const redis = cluster === undefined ? await startRedisServer() : undefined;
 
   const port = await freePort();
-  const ref = spawn(REFERENCE_BIN, [], {
+  if (referenceBin === undefined) throw new Error('call referenceUnavailable() first');
+  const ref = spawn(referenceBin, [], {
     cwd: dir,
     env: {
       PATH: process.env.PATH ?? '',

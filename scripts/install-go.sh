@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Prints the bin directory of a Go new enough to build the pinned envoyproxy/ratelimit (its go.mod
-# says go 1.25.6): the `go` on PATH when it is, else the official toolchain that Go's own
+# Prints the bin directory of a Go new enough to build envoyproxy/ratelimit, the master snapshot in
+# ../shared/reference (its go.mod says go 1.26.4; the pinned fallback needs 1.25.6): the `go` on
+# PATH when it is, else the official toolchain that Go's own
 # toolchain switching would fetch (the module golang.org/toolchain on the Go module proxy),
 # downloaded once into the git-ignored .cache/go-toolchain. Debian 12's golang-go (1.19) predates
 # toolchain switching, so it cannot fetch it itself. Everything but the directory goes to stderr.
 #
-# Env: GO_TOOLCHAIN_VERSION (default 1.25.14), GOPROXY_URL (default https://proxy.golang.org).
+# Env: GO_TOOLCHAIN_VERSION (default 1.26.4), GOPROXY_URL (default https://proxy.golang.org).
 set -euo pipefail
 
 need_major=1
-need_minor=25
-need_patch=6
-version="${GO_TOOLCHAIN_VERSION:-1.25.14}"
+need_minor=26
+need_patch=4
+version="${GO_TOOLCHAIN_VERSION:-1.26.4}"
 proxy="${GOPROXY_URL:-https://proxy.golang.org}"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `npm run test:differential -- [--seed N] [--configs C] [--budget-ms M]`: the differential tier
-# (test/differential/) against the pinned reference. The options become DIFF_SEED, DIFF_CONFIGS and
-# DIFF_BUDGET_MS for the test (which may also be set directly). Defaults: seed 1, 200 configs,
-# 600000 ms. Exits with vitest's status.
+# (test/differential/) against the reference: scripts/reference.sh finds it (the master build from
+# ../shared/reference when that folder exists, else the pinned `go install`) and says which commit
+# it is, unless SLUICE_REFERENCE_BIN names a binary already. The options become DIFF_SEED,
+# DIFF_CONFIGS and DIFF_BUDGET_MS for the test (which may also be set directly). Defaults: seed 1,
+# 200 configs, 600000 ms. Exits with vitest's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 while [ $# -gt 0 ]; do
@@ -23,4 +25,12 @@ while [ $# -gt 0 ]; do
       ;;
   esac
 done
+if [ -z "${SLUICE_REFERENCE_BIN:-}" ]; then
+  # Without a reference the test skips (and fails under CI) naming what is missing.
+  if resolved="$(bash scripts/reference.sh)"; then
+    SLUICE_REFERENCE_BIN="$(sed -n 1p <<<"${resolved}")"
+    SLUICE_REFERENCE_COMMIT="$(sed -n 2p <<<"${resolved}")"
+    export SLUICE_REFERENCE_BIN SLUICE_REFERENCE_COMMIT
+  fi
+fi
 SLUICE_DIFFERENTIAL=1 exec npx vitest run --project differential

@@ -12,6 +12,7 @@ import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { createLatencyReservoir, createStatsdSink, type StatsdSink } from './metrics/statsd.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
 import type { Settings } from './settings.js';
@@ -21,7 +22,9 @@ import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHttpServer } from './transport/http/server.js';
+import { createPrometheusServer } from './transport/http/prometheus.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
+import { createTracing } from './tracing/tracing.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -57,6 +60,8 @@ export interface AppAddresses {
   readonly httpPort: number;
   /** The bound debug port (`/rlconfig`, `/counters`, ...). */
   readonly debugPort: number;
+  /** The bound `PROMETHEUS_ADDR` port; `undefined` unless `USE_PROMETHEUS=true`. */
+  readonly prometheusPort: number | undefined;
 }
 
 /** A built sluice instance. */
@@ -94,9 +99,14 @@ export async function createApp(options: AppOptions): Promise<App> {
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
+  const stats = settings.stats;
+  const pushesStats = stats.sink === 'statsd' || stats.sink === 'dogstatsd';
+  const latencies = pushesStats ? createLatencyReservoir() : undefined;
   const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
+    latencyTap: latencies,
+    latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
   });
   const metrics: Metrics =
     options.metricsRender === undefined
@@ -161,8 +171,19 @@ export async function createApp(options: AppOptions): Promise<App> {
     watcher?.close();
     throw err;
   }
+  // The SDK is loaded only when tracing is on; off, nothing below does any work for it.
+  const tracing =
+    settings.tracing === undefined
+      ? undefined
+      : await createTracing({
+          settings: settings.tracing,
+          logger: logger.child({ module: 'tracing' }),
+        });
   const limiter = createLimiter({
-    store,
+    store:
+      tracing !== undefined && settings.backendType === 'redis'
+        ? tracing.traceStore(store, settings.redis?.perSecond !== undefined)
+        : store,
     shadowMode: settings.shadowMode,
     quotaMode: settings.quotaMode,
     responseDynamicMetadata: settings.responseDynamicMetadata,
@@ -187,6 +208,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       : undefined,
     problemJson: settings.problemJsonEnabled,
     clock,
+    tracing,
   });
   storeRef.current = store;
   const health = createHealthSignal({
@@ -224,7 +246,24 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     tls,
     connections: settings.grpcConnections,
+    traceHeaders: tracing !== undefined,
   });
+  const prometheusServer =
+    stats.sink === 'prometheus'
+      ? createPrometheusServer({
+          metrics,
+          path: stats.prometheusPath,
+          logger: logger.child({ module: 'prometheus' }),
+        })
+      : undefined;
+  if (stats.sink === 'prometheus' && stats.prometheusMapperYaml !== undefined) {
+    logger.warn(
+      { file: stats.prometheusMapperYaml },
+      'PROMETHEUS_MAPPER_YAML is not applied: sluice serves the names and labels of the ' +
+        "reference's default mapping (docs/operations-metrics.md)",
+    );
+  }
+  let statsdSink: StatsdSink | undefined;
 
   let closing: Promise<void> | undefined;
   return {
@@ -237,6 +276,22 @@ export async function createApp(options: AppOptions): Promise<App> {
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
       const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
       const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
+      const prometheusHost = stats.prometheusHost ?? '0.0.0.0';
+      const prometheusPort = await prometheusServer?.listen(prometheusHost, stats.prometheusPort);
+      if (pushesStats && latencies !== undefined) {
+        statsdSink = createStatsdSink({
+          metrics,
+          latencies,
+          host: stats.statsdHost,
+          port: stats.statsdPort,
+          // DogStatsD is UDP, as the reference's datadog-go client; STATSD_PROTOCOL is gostats'.
+          protocol: stats.sink === 'dogstatsd' ? 'udp' : stats.statsdProtocol,
+          flushIntervalMs: stats.flushIntervalMs,
+          extraTags: stats.extraTags,
+          dogstatsd: stats.sink === 'dogstatsd' ? { mogrifiers: stats.mogrifiers } : undefined,
+          logger: logger.child({ module: 'statsd' }),
+        });
+      }
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
       if (options.logStartup !== false)
         logStartup(logger, {
@@ -246,13 +301,16 @@ export async function createApp(options: AppOptions): Promise<App> {
             grpc: formatHostPort(settings.grpcHost, grpcPort),
             http: formatHostPort(settings.httpHost, httpPort),
             debug: formatHostPort(settings.debugHost, debugPort),
+            ...(prometheusPort === undefined
+              ? {}
+              : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
           },
           store: settings.backendType,
           grpcTls: describeTls(settings),
           configOrigin: settings.config.origin,
           snapshot: serving(),
         });
-      return { grpcPort, httpPort, debugPort };
+      return { grpcPort, httpPort, debugPort, prometheusPort };
     },
     close() {
       closing ??= (async () => {
@@ -267,8 +325,11 @@ export async function createApp(options: AppOptions): Promise<App> {
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
+          prometheusServer?.close(settings.shutdownGraceMs),
         ]);
         await store.close();
+        // Last, so the final flush and export carry the calls that finished while draining.
+        await Promise.all([statsdSink?.close(), tracing?.shutdown(5_000)]);
       })();
       return closing;
     },

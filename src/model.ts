@@ -92,6 +92,11 @@ export interface DescriptorStatus {
   readonly overLimit: boolean;
   /** Not on the wire: the store's local over-limit cache answered for this descriptor. */
   readonly overLimitWithLocalCache?: boolean;
+  /**
+   * Not on the wire: the descriptor was counted in quota mode (`quota_mode` or `QUOTA_MODE`), so
+   * its OVER_LIMIT alone does not reject the request.
+   */
+  readonly quota?: boolean;
 }
 
 /** A header Envoy adds to the client's response or the upstream request. */
@@ -113,11 +118,21 @@ export interface RateLimitResponse {
   readonly dynamicMetadata?: Readonly<Record<string, JsonValue>> | undefined;
   /** `raw_body` bytes for Envoy to send on rejection; `undefined` when not sent. */
   readonly rawBody?: Uint8Array | undefined;
+  /**
+   * Not on the wire: the request was rejected, so nothing was charged (also under global
+   * `SHADOW_MODE`, whose overall code stays OK). `undefined`: rejected exactly when the overall
+   * code is OVER_LIMIT.
+   */
+  readonly rejected?: boolean | undefined;
 }
 
 /** A JSON value, as carried by a google.protobuf.Struct. */
-export type JsonValue =
-  null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+export type JsonValue = null | boolean | number | string | readonly JsonValue[] | JsonObject;
+
+/** A JSON object (a google.protobuf.Struct). */
+export interface JsonObject {
+  readonly [key: string]: JsonValue;
+}
 
 /** Largest uint32: the `limit_remaining` of an unlimited rule. */
 export const MAX_UINT32 = 4_294_967_295;

@@ -9,6 +9,12 @@ import { SluiceError } from './errors.js';
 import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
 import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
+import {
+  statsSettings,
+  tracingSettings,
+  type StatsSettings,
+  type TracingSettings,
+} from './settings-telemetry.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -124,6 +130,10 @@ export interface Settings {
   readonly grpcTls: GrpcTlsSettings | undefined;
   /** Connection limits of the gRPC port (docs/grpc-server.md). */
   readonly grpcConnections: GrpcConnectionSettings;
+  /** Stats sinks: statsd, DogStatsD, Prometheus on `PROMETHEUS_ADDR` (settings-telemetry.ts). */
+  readonly stats: StatsSettings;
+  /** OpenTelemetry tracing; `undefined` unless `TRACING_ENABLED=true`. */
+  readonly tracing: TracingSettings | undefined;
 }
 
 /**
@@ -262,7 +272,7 @@ const FLAG_NAMES: Readonly<Record<string, string>> = {
 };
 
 /** Collects problems while reading settings, so all are reported together. */
-class Reader {
+export class Reader {
   readonly problems: string[] = [];
 
   constructor(private readonly env: NodeJS.ProcessEnv) {}
@@ -421,6 +431,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
       maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
     },
+    stats: statsSettings(r),
+    tracing: tracingSettings(r),
   };
 
   // A batch larger than the cap could evict its own counters while they are being charged.

@@ -29,12 +29,13 @@ export interface WildcardNode {
 }
 
 /**
- * A key-only node whose key ends with `*` (`key: "b*"`): like the reference, it matches a request
- * entry whose joined `key_value` text starts with `prefix` (docs/compatibility.md).
+ * A node whose key holds a `*` (`key: "b*"`, with or without a value): like the reference, it
+ * matches a request entry whose joined `key_value` text matches `glob`, the node's own joined
+ * text (`key_value`, or `key` alone) (docs/compatibility.md).
  */
 export interface KeyWildcardNode {
-  /** The key without its trailing `*`. */
-  readonly prefix: string;
+  /** The compiled joined pattern. */
+  readonly glob: Glob;
   /** The node. */
   readonly node: ConfigNode;
   /** Declaration index within its level, shared with {@link WildcardNode.order}. */
@@ -49,7 +50,7 @@ export class ConfigLevel {
   readonly wildcards = new Map<string, WildcardNode[]>();
   /** key -> the key-only (default) node. */
   readonly defaults = new Map<string, ConfigNode>();
-  /** Key wildcards (`key: "b*"`, no value) in declaration order; usually empty. */
+  /** Nodes with a `*` in their key, in declaration order; usually empty. */
   readonly keyWildcards: KeyWildcardNode[] = [];
 }
 
@@ -110,13 +111,13 @@ function addDescriptors(
 ): void {
   for (let order = 0; order < descriptors.length; order++) {
     const descriptor = descriptors[order]!;
-    const wildcard = descriptor.value !== '' && isWildcard(descriptor.value);
-    const keyWildcard = isKeyWildcard(descriptor.key, descriptor.value);
+    const keyWildcard = isKeyWildcard(descriptor.key);
+    const wildcard = !keyWildcard && descriptor.value !== '' && isWildcard(descriptor.value);
     const finalKey =
       descriptor.value === '' ? descriptor.key : `${descriptor.key}_${descriptor.value}`;
     const fullKey = parentKey + finalKey;
-    // A shared key wildcard counts under its key pattern, as the reference's does.
-    const sharedPattern = keyWildcard ? descriptor.key : wildcard ? descriptor.value : undefined;
+    // A shared key wildcard counts under its joined pattern, as the reference's does.
+    const sharedPattern = keyWildcard ? finalKey : wildcard ? descriptor.value : undefined;
     const shared = sharedByDepth.concat(descriptor.shareThreshold ? sharedPattern : undefined);
 
     let children: ConfigLevel | undefined;
@@ -142,10 +143,9 @@ function addDescriptors(
     }
 
     const node = new ConfigNode(match, children);
-    if (keyWildcard) {
-      level.keyWildcards.push(Object.freeze({ prefix: descriptor.key.slice(0, -1), node, order }));
-      continue;
-    }
+    // Also reachable by its literal text below, as the reference's map lookups reach it.
+    if (keyWildcard)
+      level.keyWildcards.push(Object.freeze({ glob: compileGlob(finalKey), node, order }));
     if (descriptor.value === '') {
       level.defaults.set(descriptor.key, node);
       continue;
@@ -212,6 +212,7 @@ function buildRule(
     valueToMetric: descriptor.valueToMetric,
     shareThreshold: descriptor.shareThreshold,
     quotaMode: descriptor.quotaMode,
+    metadata: descriptor.metadata,
     fromOverride: false,
   });
 }

@@ -1,7 +1,7 @@
 /**
- * Wildcard patterns for descriptor values. `*` matches any run of characters (including none),
- * anywhere in the pattern; every other character matches itself. A pattern whose only `*` is the
- * last character behaves exactly like the reference's prefix match.
+ * Wildcard patterns for descriptor values (and joined `key_value` texts). `*` matches any run of
+ * characters (including none), anywhere in the pattern; every other character matches itself, as
+ * in the reference's `wildcardMatch`.
  *
  * Patterns are compiled once when a snapshot is built; matching allocates nothing.
  */
@@ -55,23 +55,11 @@ export function matchGlob(glob: Glob, value: string): boolean {
 }
 
 /**
- * True for a key-only descriptor whose key ends with `*` (`key: "b*"`): the reference's wildcard
- * test runs on the joined `key_value` text, so such a node matches every request entry whose
- * `key_value` starts with the text before the `*` (docs/compatibility.md).
+ * True for a descriptor whose key holds a `*` (`key: "b*"`, `key: "*"`, `key: "a*b"` with or
+ * without a value): like the reference, such a node is a wildcard on the joined `key_value` text
+ * (`key` alone when it has no value), tested against the request entry's `key_value`
+ * (docs/compatibility.md).
  */
-export function isKeyWildcard(key: string, value: string): boolean {
-  return value === '' && key.endsWith('*');
-}
-
-/**
- * True when the request entry's joined text `key_value` starts with `prefix`, without building
- * the joined string.
- */
-export function joinedStartsWith(key: string, value: string, prefix: string): boolean {
-  if (prefix.length <= key.length) return key.startsWith(prefix);
-  return (
-    prefix.startsWith(key) &&
-    prefix.charCodeAt(key.length) === 95 /* '_' */ &&
-    value.startsWith(prefix.slice(key.length + 1))
-  );
+export function isKeyWildcard(key: string): boolean {
+  return key.includes('*');
 }

@@ -8,14 +8,16 @@
 import { UNIT_MS, type RequestDescriptor } from '../model.js';
 import type { Algorithm, LimitMatch, RateLimitRule } from './types.js';
 import type { ConfigLevel, ConfigNode, WildcardNode } from './build.js';
-import { joinedStartsWith, matchGlob } from './glob.js';
+import { matchGlob } from './glob.js';
 
 /**
  * The configured rule for `descriptor` in a domain's tree, or `undefined`.
  *
  * For each request entry, at the current level: the node for exactly `key`+`value`; else the
- * first declared wildcard node that matches (a value pattern of that key, or a key pattern such
- * as `key: "b*"` tested against the joined `key_value` text); else the key-only (default) node. A rule counts only when found at the descriptor's last entry. The walk goes
+ * first declared wildcard node that matches (a value pattern of that key, or a node with a `*` in
+ * its key, whose joined `key_value` pattern is tested against the entry's joined `key_value`
+ * text); else the key-only (default) node. A rule counts only when found at the descriptor's last
+ * entry. The walk goes
  * down into a node's nested descriptors when it has some and stops otherwise; it never backtracks
  * (when the exact node has no matching child, its wildcard or default siblings are not tried).
  * A node with neither rule nor nested descriptors therefore whitelists: no limit.
@@ -53,13 +55,16 @@ function lookup(level: ConfigLevel, key: string, value: string): ConfigNode | un
       }
     }
   }
-  // Key wildcards (`key: "b*"`) compete with value wildcards in declaration order, as all of a
-  // level's wildcards do in the reference.
+  // Key wildcards compete with value wildcards in declaration order, as all of a level's
+  // wildcards do in the reference; the joined text is built only for a level that has some.
   const keyWildcards = level.keyWildcards;
-  for (let i = 0; i < keyWildcards.length; i++) {
-    const candidate = keyWildcards[i]!;
-    if (found !== undefined && candidate.order > found.order) break;
-    if (joinedStartsWith(key, value, candidate.prefix)) return candidate.node;
+  if (keyWildcards.length > 0) {
+    const joined = `${key}_${value}`;
+    for (let i = 0; i < keyWildcards.length; i++) {
+      const candidate = keyWildcards[i]!;
+      if (found !== undefined && candidate.order > found.order) break;
+      if (matchGlob(candidate.glob, joined)) return candidate.node;
+    }
   }
   if (found !== undefined) return found.node;
   return level.defaults.get(key);

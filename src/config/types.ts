@@ -4,7 +4,7 @@
  */
 import type { ConfigProblem } from '../errors.js';
 import type { Algorithm } from '../algorithms/types.js';
-import type { RateLimitUnit, RequestDescriptor } from '../model.js';
+import type { JsonObject, RateLimitUnit, RequestDescriptor } from '../model.js';
 
 export type { Algorithm } from '../algorithms/types.js';
 
@@ -65,10 +65,16 @@ export interface RateLimitRule {
   /** `share_threshold` (wildcard rules only): all values matching the wildcard share one counter. */
   readonly shareThreshold: boolean;
   /**
-   * `quota_mode` (or the `QUOTA_MODE` setting): over limit never rejects the request; the status
-   * says OK and the descriptor is listed in the dynamic metadata's `quotaModeViolations`.
+   * `quota_mode` (or the `QUOTA_MODE` setting): over its limit the descriptor says OVER_LIMIT but
+   * rejects the request only when every quota descriptor of the request is over
+   * (docs/semantics.md §3).
    */
   readonly quotaMode: boolean;
+  /**
+   * The descriptor's `metadata` mapping, returned in `dynamic_metadata.metadata` when the
+   * descriptor passes (`RESPONSE_DYNAMIC_METADATA`); `undefined` when it has none.
+   */
+  readonly metadata?: JsonObject | undefined;
   /** True when built from a request's RateLimitOverride rather than from a file. */
   readonly fromOverride: boolean;
 }

@@ -7,7 +7,13 @@
  * add where the problem is and what to write instead.
  */
 import { isMap, isScalar, isSeq, type Node as YamlAnyNode, type YAMLMap } from 'yaml';
-import { MAX_UINT32, RATE_LIMIT_UNITS, type RateLimitUnit } from '../model.js';
+import {
+  MAX_UINT32,
+  RATE_LIMIT_UNITS,
+  type JsonObject,
+  type JsonValue,
+  type RateLimitUnit,
+} from '../model.js';
 import type { ConfigProblem } from '../errors.js';
 import {
   describeNode,
@@ -23,7 +29,7 @@ import {
   type SourcePosition,
   type YamlNode,
 } from './parse.js';
-import { isKeyWildcard, isWildcard } from './glob.js';
+import { isWildcard } from './glob.js';
 import { ALGORITHMS, SLIDING_LOG_MAX_LIMIT, type Algorithm } from '../algorithms/types.js';
 import { TOKEN_BUCKET_MAX_PRODUCT } from '../algorithms/token-bucket.js';
 import { UNIT_MS } from '../model.js';
@@ -77,6 +83,8 @@ export interface DescriptorConfig {
   readonly shareThreshold: boolean;
   /** `quota_mode`. */
   readonly quotaMode: boolean;
+  /** `metadata` as JSON; `undefined` when absent or empty (as the reference drops it). */
+  readonly metadata?: JsonObject | undefined;
 }
 
 /** One validated file. */
@@ -302,6 +310,7 @@ class Walker {
     let valueToMetric = false;
     let shareThreshold: MapEntry | undefined;
     let quotaMode = false;
+    let metadata: JsonObject | undefined;
     for (const entry of this.entries(node, path)) {
       const entryPath = `${path}.${entry.key}`;
       switch (entry.key) {
@@ -342,9 +351,12 @@ class Walker {
           quotaMode = this.bool(entry, entryPath);
           break;
         case 'metadata':
-          // Free-form data passed through to clients; sluice accepts a mapping and ignores it.
-          // Anything else is refused, as the reference refuses it (docs/compatibility.md).
-          if (entry.value !== null && !isMap(entry.value)) {
+          // Free-form data returned in dynamic_metadata when the descriptor passes. Anything but
+          // a mapping is refused, as the reference refuses it (docs/compatibility.md).
+          if (isMap(entry.value)) {
+            const json = yamlToJson(entry.value, this.resolve) as JsonObject;
+            metadata = Object.keys(json).length > 0 ? json : undefined;
+          } else if (entry.value !== null) {
             this.sink.add(
               entryPath,
               `metadata must be a mapping of names to values (for example metadata: {team: payments}), not ${describeNode(entry.value)}`,
@@ -359,10 +371,10 @@ class Walker {
     if (key === '' && keyIsString) {
       this.sink.add(`${path}.key`, 'descriptor has empty key', keyNode);
     }
-    // The reference tests the joined `key_value` text for a trailing `*`, so a key-only node whose
-    // key ends with `*` may share too (docs/compatibility.md, "A `*` in a descriptor key").
-    if (shareThreshold !== undefined && !isWildcard(value) && !isKeyWildcard(key, value)) {
-      const finalKey = value === '' ? key : `${key}_${value}`;
+    // The reference tests the joined `key_value` text for a `*`, so a node with a `*` in its key
+    // may share too (docs/compatibility.md, "A `*` in a descriptor key").
+    const finalKey = value === '' ? key : `${key}_${value}`;
+    if (shareThreshold !== undefined && !isWildcard(finalKey)) {
       this.sink.add(
         `${path}.share_threshold`,
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
@@ -392,6 +404,7 @@ class Walker {
       valueToMetric,
       shareThreshold: shareThreshold !== undefined,
       quotaMode,
+      metadata,
     };
   }
 
@@ -919,4 +932,41 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length]!;
+}
+
+/**
+ * A `metadata` node as the reference hands it to google.protobuf.Struct: mappings with every key
+ * as text (merge keys applied, the last of a repeated key winning), lists, and scalars as YAML 1.1
+ * reads them; a timestamp stays the text it was written as.
+ */
+function yamlToJson(node: YamlNode | null, resolve: (node: unknown) => YamlNode | null): JsonValue {
+  if (node === null) return null;
+  if (isMap(node)) {
+    const out: Record<string, JsonValue> = {};
+    for (const pair of node.items) {
+      const keyNode = pair.key as YamlAnyNode | null;
+      if (isScalar(keyNode) && keyNode.value === '<<') {
+        const sources = resolve(pair.value);
+        const list = isSeq(sources) ? sources.items.map((item) => resolve(item)) : [sources];
+        for (const source of list) {
+          if (!isMap(source)) continue;
+          const merged = yamlToJson(source, resolve) as Record<string, JsonValue>;
+          for (const name of Object.keys(merged)) if (!(name in out)) out[name] = merged[name]!;
+        }
+        continue;
+      }
+      const key = isScalar(keyNode) ? String(keyNode.value) : String(keyNode);
+      out[key] = yamlToJson(resolve(pair.value), resolve);
+    }
+    return out;
+  }
+  if (isSeq(node)) return node.items.map((item) => yamlToJson(resolve(item), resolve));
+  if (isScalar(node)) {
+    const value: unknown = node.value;
+    if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;
+    if (typeof value === 'number') return value;
+    if (typeof value === 'bigint') return Number(value);
+    if (value instanceof Date) return node.source ?? value.toISOString();
+  }
+  return null;
 }

@@ -8,6 +8,7 @@ import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../config/types.
 import {
   MAX_UINT32,
   type DescriptorStatus,
+  type JsonObject,
   type JsonValue,
   type RateLimitRequest,
   type RateLimitResponse,
@@ -29,7 +30,10 @@ export interface LimiterOptions {
   readonly store: CounterStore;
   /** Global `SHADOW_MODE`: the overall code is always OK; statuses keep their real codes. */
   readonly shadowMode: boolean;
-  /** Global `QUOTA_MODE`: every rule that is not in shadow mode counts as `quota_mode`. */
+  /**
+   * Global `QUOTA_MODE`: every descriptor that is not unlimited is a quota descriptor (a rule in
+   * shadow mode still never rejects).
+   */
   readonly quotaMode?: boolean;
   /** `RESPONSE_DYNAMIC_METADATA`: add the reference's `dynamic_metadata` to every answer. */
   readonly responseDynamicMetadata?: boolean;
@@ -137,19 +141,32 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // A plain array: a typed array costs an ArrayBuffer per request.
     const specOf = new Array<number>(count).fill(-1);
     const specs: CounterSpec[] = [];
+    // The reference's quota rule: the request is rejected when every quota descriptor is over
+    // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
+    // means quota cannot reject; otherwise its counters carry their descriptor as quota group.
+    let quotaDescriptors = 0;
+    let quotaCanReject = true;
     for (let i = 0; i < count; i++) {
       const match = matches[i];
-      if (match === undefined) continue;
+      if (match === undefined) {
+        if (globalQuota) quotaCanReject = false;
+        continue;
+      }
       const rule = match.rule;
       if (rule.unlimited) continue;
       // A replaced rule is dropped as if nothing matched (the reference's behaviour).
       if (replaced !== undefined && rule.name !== '' && replaced.has(rule.name)) {
         matches[i] = undefined;
+        if (globalQuota) quotaCanReject = false;
         continue;
       }
       const descriptor = descriptors[i]!;
       const hits = hitsFor(descriptor, request.hitsAddend);
       const mode = modeOf(rule, globalQuota);
+      if (globalQuota || rule.quotaMode) {
+        quotaDescriptors++;
+        if (mode === 'shadow') quotaCanReject = false;
+      }
       specOf[i] = specs.length;
       const limits = rule.limits;
       for (let l = 0; l < limits.length; l++) {
@@ -162,7 +179,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
           burst: limit.burst,
           hits,
           mode,
+          quotaGroup: undefined,
         });
+      }
+    }
+    if (quotaDescriptors > 0 && quotaCanReject) {
+      for (let i = 0; i < count; i++) {
+        const at = specOf[i]!;
+        if (at < 0) continue;
+        const limits = matches[i]!.rule.limits.length;
+        for (let k = at; k < at + limits; k++) {
+          const spec = specs[k]!;
+          if (spec.mode === 'quota') spec.quotaGroup = i;
+        }
       }
     }
     return { request, matches, specOf, specs };
@@ -175,7 +204,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const count = matches.length;
     // The store decided admission; statuses only report it.
     const overLimit = batch !== undefined && !batch.admitted;
-    let violations: number[] | undefined;
+    // The `metadata` of the rules whose descriptor passed, in request order.
+    let passed: JsonObject[] | undefined;
     const statuses = new Array<DescriptorStatus>(count);
     for (let i = 0; i < count; i++) {
       const match = matches[i];
@@ -204,23 +234,24 @@ export function createLimiter(options: LimiterOptions): Limiter {
           if (other.overLimit && other.resetMs > resetMs) resetMs = other.resetMs;
         }
       }
-      const blocks = over && mode === 'enforced';
-      const quotaViolation = over && mode === 'quota';
-      if (quotaViolation) (violations ??= []).push(i);
+      // A quota rule over its limit keeps OVER_LIMIT in its own status (the reference since
+      // #1059); only shadow mode answers OK.
+      const code = over && mode !== 'shadow' ? 'OVER_LIMIT' : 'OK';
+      if (code === 'OK' && rule.metadata !== undefined) (passed ??= []).push(rule.metadata);
       statuses[i] = {
-        code: blocks ? 'OVER_LIMIT' : 'OK',
+        code,
         currentLimit: {
           requestsPerUnit: limit.requestsPerUnit,
           unit: limit.unit,
           name: limit.name,
         },
         limitRemaining: over ? 0 : result.remaining,
-        // The reference sends no reset for a quota rule over its limit.
-        durationUntilResetMs: quotaViolation ? undefined : resetMs,
+        durationUntilResetMs: resetMs,
         rule,
         hits: specs[at]!.hits,
         overLimit: over,
         overLimitWithLocalCache: over && result.fromLocalCache === true,
+        quota: mode === 'quota',
       };
     }
 
@@ -228,7 +259,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
       overallCode: overLimit && !shadowMode ? 'OVER_LIMIT' : 'OK',
       statuses,
       responseHeadersToAdd: NO_HEADERS,
-      dynamicMetadata: withMetadata ? metadataOf(request, matches, violations) : undefined,
+      dynamicMetadata: withMetadata ? metadataOf(request, passed) : undefined,
+      rejected: overLimit,
     };
   };
 
@@ -260,27 +292,61 @@ export function createLimiter(options: LimiterOptions): Limiter {
 /**
  * The reference's `dynamic_metadata` (docs/semantics.md §5): the domain, each descriptor's
  * entries as `key=value` with its override and hits_addend, the request's hits_addend when not 0,
- * the indexes of quota descriptors over their limit, and whether any matched rule is in quota mode.
+ * and `metadata`: the rule `metadata` of every descriptor that passed (status OK), merged in
+ * request order, the first value of a name winning and mappings merged name by name.
  */
 function metadataOf(
   request: RateLimitRequest,
-  matches: readonly (LimitMatch | undefined)[],
-  violations: readonly number[] | undefined,
+  passed: readonly JsonObject[] | undefined,
 ): Record<string, JsonValue> {
   const descriptors: JsonValue[] = request.descriptors.map((descriptor) => {
     const fields: Record<string, JsonValue> = {
       entries: descriptor.entries.map((entry) => `${entry.key}=${entry.value}`),
     };
     if (descriptor.limit !== undefined) {
-      const unit = descriptor.limit.unit?.toUpperCase() ?? 'UNKNOWN';
-      fields.limit = `requests_per_unit:${descriptor.limit.requestsPerUnit} unit:${unit}`;
+      // Protobuf text form, which leaves out fields at their zero value (0, UNKNOWN).
+      const { requestsPerUnit, unit } = descriptor.limit;
+      const parts: string[] = [];
+      if (requestsPerUnit !== 0) parts.push(`requests_per_unit:${requestsPerUnit}`);
+      if (unit !== undefined) parts.push(`unit:${unit.toUpperCase()}`);
+      fields.limit = parts.join(' ');
     }
     if (descriptor.hitsAddend !== undefined) fields.hitsAddend = descriptor.hitsAddend;
     return fields;
   });
   const metadata: Record<string, JsonValue> = { domain: request.domain, descriptors };
   if (request.hitsAddend !== 0) metadata.hitsAddend = request.hitsAddend;
-  if (violations !== undefined) metadata.quotaModeViolations = violations;
-  metadata.quotaModeEnabled = matches.some((match) => match?.rule.quotaMode === true);
+  if (passed !== undefined) {
+    const merged: Record<string, JsonValue> = {};
+    for (const source of passed) mergeMetadata(merged, source);
+    if (Object.keys(merged).length > 0) metadata.metadata = merged;
+  }
   return metadata;
+}
+
+function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Add `source`'s names missing from `into`; a name present in both as mappings is merged. */
+function mergeMetadata(into: Record<string, JsonValue>, source: JsonObject): void {
+  for (const name of Object.keys(source)) {
+    const value = source[name]!;
+    const existing = into[name];
+    if (existing === undefined) {
+      // Copied, so a later merge into it never changes the rule's own metadata.
+      into[name] = isObject(value) ? copyObject(value) : value;
+    } else if (isObject(existing) && isObject(value)) {
+      mergeMetadata(existing, value);
+    }
+  }
+}
+
+function copyObject(value: JsonObject): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const name of Object.keys(value)) {
+    const inner = value[name]!;
+    out[name] = isObject(inner) ? copyObject(inner) : inner;
+  }
+  return out;
 }

@@ -75,6 +75,13 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean;
   /** Number of counters the store holds now (read at scrape time). */
   readonly storeSize?: () => number;
+  /** Also hands every latency to this (the statsd sink's timer samples); `undefined`: none. */
+  readonly latencyTap?: { add(seconds: number): void } | undefined;
+  /**
+   * `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: render the latency histogram (bounds and sum) in
+   * ms under its usual name, as the reference does with the flag on.
+   */
+  readonly latencyInMilliseconds?: boolean;
 }
 
 /** The metrics of one sluice instance. */
@@ -91,6 +98,8 @@ export interface Metrics {
   nearThreshold(limit: number): number;
   /** The stats of one stats key, created on first use. */
   statsFor(key: string): RuleStats;
+  /** Every per-rule stats created so far (the statsd sink reads them at each flush). */
+  rules(): IterableIterator<RuleStats>;
   /** Observe one ShouldRateLimit latency, in seconds. */
   observeLatency(seconds: number): void;
   /** Every metric in the Prometheus text format. */
@@ -298,13 +307,15 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const latencyBuckets = LATENCY_BUCKETS_SECONDS;
   const latencyCounts = new Float64Array(latencyBuckets.length + 1);
   let latencySum = 0;
+  const latencyScale = options.latencyInMilliseconds === true ? 1000 : 1;
+  const latencyTap = options.latencyTap;
   registry.registerMetric(
     plainHistogram(
       'ratelimit_service_response_time_seconds',
-      'ShouldRateLimit latency inside sluice (request to answer), seconds',
+      `ShouldRateLimit latency inside sluice (request to answer), ${latencyScale === 1 ? 'seconds' : 'milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS)'}`,
       { grpc_method: 'ShouldRateLimit' },
-      latencyBuckets,
-      () => ({ counts: latencyCounts, sum: latencySum }),
+      latencyScale === 1 ? latencyBuckets : latencyBuckets.map((b) => b * latencyScale),
+      () => ({ counts: latencyCounts, sum: latencySum * latencyScale }),
     ),
   );
   new Counter({
@@ -437,7 +448,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
       }
       return stats;
     },
+    rules() {
+      return rules.values();
+    },
     observeLatency(seconds) {
+      if (latencyTap !== undefined) latencyTap.add(seconds);
       latencySum += seconds;
       let i = 0;
       while (i < latencyBuckets.length && seconds > latencyBuckets[i]!) i++;

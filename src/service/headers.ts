@@ -21,8 +21,9 @@ export interface HeaderOptions {
 }
 
 /**
- * The status the reference reports in its headers: the last OVER_LIMIT one when any, else the
- * first with a limit and the least `limit_remaining`; `undefined` when no status has a limit.
+ * The status the reference reports in its headers: the last OVER_LIMIT one that is not in quota
+ * mode when any, else the first with a limit and the least `limit_remaining`; `undefined` when no
+ * status has a limit.
  */
 export function referenceHeaderStatus(
   statuses: readonly DescriptorStatus[],
@@ -34,7 +35,7 @@ export function referenceHeaderStatus(
       chosen = status;
       least = status.limitRemaining;
     }
-    if (status.code === 'OVER_LIMIT') {
+    if (status.code === 'OVER_LIMIT' && status.quota !== true) {
       chosen = status;
       least = 0;
     }

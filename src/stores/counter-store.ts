@@ -8,7 +8,9 @@ import type { Algorithm, AlgorithmResult } from '../algorithms/types.js';
  * How a counter takes part in admission (docs/semantics.md §3):
  * - `enforced`: lacking room rejects the whole request;
  * - `shadow` (`shadow_mode`): never rejects; charged on admission even when over;
- * - `quota` (`quota_mode`): never rejects; charged on admission only when it has room.
+ * - `quota` (`quota_mode`): rejects the whole request only when every quota group of the batch
+ *   (see `CounterSpec.quotaGroup`) has a counter without room; charged on admission only when it
+ *   has room.
  */
 export type CounterMode = 'enforced' | 'shadow' | 'quota';
 
@@ -28,6 +30,32 @@ export interface CounterSpec {
   hits: number;
   /** How this counter takes part in admission. */
   mode: CounterMode;
+  /**
+   * For a `quota` spec whose request quota mode can reject: the index of its request descriptor
+   * (the counters of one descriptor form one group). The batch is then rejected when every group
+   * has a spec without room. `undefined` (on every spec of a batch) when quota never rejects: a
+   * quota descriptor of the request always passes (no rule, shadow mode), as the reference counts
+   * it among the quota descriptors that are not over.
+   */
+  quotaGroup?: number | undefined;
+}
+
+/**
+ * The quota rule of a batch (docs/semantics.md §3): true when at least one spec has a
+ * `quotaGroup` and every group holds a spec that lacks room (`over[i]`).
+ */
+export function quotaRejects(specs: readonly CounterSpec[], over: readonly boolean[]): boolean {
+  let groups: Map<number, boolean> | undefined;
+  for (let i = 0; i < specs.length; i++) {
+    const group = specs[i]!.quotaGroup;
+    if (group === undefined) continue;
+    groups ??= new Map();
+    if (over[i] === true) groups.set(group, true);
+    else if (!groups.has(group)) groups.set(group, false);
+  }
+  if (groups === undefined) return false;
+  for (const isOver of groups.values()) if (!isOver) return false;
+  return true;
 }
 
 /** The store's answer for one counter. */
@@ -41,7 +69,7 @@ export interface CounterResult extends AlgorithmResult {
 
 /** The store's answer for a whole batch. */
 export interface BatchResult {
-  /** Every enforced counter had room, so the batch was charged. */
+  /** Every enforced counter had room and the quota rule admitted, so the batch was charged. */
   admitted: boolean;
   /** One result per spec, in order. */
   results: CounterResult[];
@@ -62,8 +90,9 @@ export interface CounterSnapshot {
 /** A place to count hits. Implementations: stores/memory (default), stores/redis. */
 export interface CounterStore {
   /**
-   * Check every spec and, if every `enforced` one has room for its hits, charge every spec with
-   * hits > 0 except `quota` specs that lack room; otherwise charge none. Atomic with respect to
+   * Check every spec and, if every `enforced` one has room for its hits and the quota rule does
+   * not reject ({@link quotaRejects}), charge every spec with hits > 0 except `quota` specs that
+   * lack room; otherwise charge none. Atomic with respect to
    * concurrent calls. Specs sharing a key are checked cumulatively, in order. Rejects only on a
    * store failure (SluiceError STORE_UNAVAILABLE), never for a decision.
    */

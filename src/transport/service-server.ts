@@ -33,6 +33,8 @@ export interface ServiceServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: the defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Hand each call's metadata to the service, for tracing (default false). */
+  readonly traceHeaders?: boolean;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -49,6 +51,7 @@ export interface ServiceServer {
 /** Create the server `options.kind` names (not yet listening). */
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
   const { kind, service, logger, maxReceiveMessageBytes, health, tls, connections } = options;
+  const traceHeaders = options.traceHeaders === true;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -63,6 +66,7 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         idleTimeoutMs: connections?.maxConnectionIdleMs,
         maxConnectionAgeMs: connections?.maxConnectionAgeMs,
         maxConnectionAgeGraceMs: connections?.maxConnectionAgeGraceMs,
+        traceHeaders,
       });
     case 'grpc-js':
       return createGrpcServer({
@@ -72,6 +76,7 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         health,
         tls,
         connections,
+        traceHeaders,
       });
   }
 }

@@ -38,6 +38,18 @@ export const GRPC_STATUS_BY_CODE: Readonly<Record<ErrorCode, GrpcStatusCode>> = 
   INTERNAL: GrpcStatus.INTERNAL,
 };
 
+/**
+ * The reference's text (grpc-go's, with protobuf-go's reason) for a ShouldRateLimit request whose
+ * bytes do not decode: `invalidUtf8` for a string field that is not UTF-8, else for bytes that
+ * are no well-formed message. Both are answered INVALID_ARGUMENT (the reference: INTERNAL;
+ * docs/compatibility.md).
+ */
+export function unmarshalErrorText(invalidUtf8: boolean): string {
+  return invalidUtf8
+    ? 'grpc: error unmarshalling request: string field contains invalid UTF-8'
+    : 'grpc: error unmarshalling request: proto: cannot parse invalid wire-format data';
+}
+
 /** A failed call: status code and message (`grpc-message`). */
 export interface CallError {
   readonly code: GrpcStatusCode;

@@ -292,6 +292,31 @@ for (const backend of BACKENDS) {
           });
         });
 
+        it('quota groups: rejected, charging nothing, only when every group has a counter over', async () => {
+          const { store } = await backend.make();
+          await store.apply([s('q1', 2, 2), s('q3', 1, 2)]);
+          const quota = (key: string, group: number, limit = 2) =>
+            s(key, 1, limit, { mode: 'quota', quotaGroup: group });
+          // Group 0 (q1, full) is over, group 1 (q2, empty) has room: admitted; q2, e charged.
+          const some = await store.apply([quota('q1', 0), quota('q2', 1), s('e', 1, 5)]);
+          expect(some.admitted).toBe(true);
+          expect(some.results.map((r) => r.overLimit)).toEqual([true, false, false]);
+          // Group 0 has two counters, one over (q1): the group is over. Group 1 (q2) has room:
+          // admitted, and the counters with room (q3, q2) are charged to their limit.
+          const mixed = await store.apply([quota('q1', 0), quota('q3', 0), quota('q2', 1)]);
+          expect(mixed.admitted).toBe(true);
+          // Every group over: rejected, and the enforced counter with room is not charged.
+          const all = await store.apply([quota('q1', 0), quota('q3', 1), s('e', 1, 5)]);
+          expect(all.admitted).toBe(false);
+          expect(all.results.map((r) => r.overLimit)).toEqual([true, true, false]);
+          expect(await peek(store, 'e', 5, { algorithm, windowMs: 60_000 })).toMatchObject({
+            remaining: 4,
+          });
+          // Without groups, quota counters never reject.
+          const plain = await store.apply([s('q1', 1, 2, { mode: 'quota' })]);
+          expect(plain.admitted).toBe(true);
+        });
+
         it('N concurrent callers on one key: exactly the limit is admitted', async () => {
           const { store } = await backend.make();
           const answers = await Promise.all(

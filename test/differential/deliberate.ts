@@ -1,10 +1,13 @@
 /**
- * The deliberate differences between sluice and the pinned reference, as rules: the one place
+ * The deliberate differences between sluice and the reference, as rules: the one place
  * where the differential tier decides what it does not compare. Every rule is documented in
  * docs/compatibility.md ("Deliberate differences"); a rule is a predicate over what was generated
  * and observed, never a list of cases.
  */
 import type { GenConfig } from './generate.js';
+
+// Config acceptance has no deliberate difference: a file one side loads and the other refuses is
+// always reported.
 
 /** A named rule, reported with the number of times it applied. */
 export interface DeliberateRule {
@@ -16,18 +19,6 @@ export interface DeliberateRule {
 
 /** Every rule, for the summary. */
 export const RULES = {
-  metadataMapping: {
-    name: 'metadata-mapping',
-    why: 'a `metadata` mapping loads in sluice (SPEC lists the key); the pinned reference refuses every `metadata` key',
-  },
-  extensionGlob: {
-    name: 'wildcard-inside-value',
-    why: 'sluice matches `*` anywhere in a value; the reference only a trailing `*` (others are literal), so requests to such a config are not compared',
-  },
-  shareThresholdGlob: {
-    name: 'share_threshold-inside-value',
-    why: 'share_threshold on a value whose `*` is not last loads in sluice (it is a wildcard there); the reference refuses it',
-  },
   errorCode: {
     name: 'error-code',
     why: 'when both refuse a request only the refusal is compared, not the gRPC code (sluice answers INVALID_ARGUMENT, the reference UNKNOWN or INTERNAL)',
@@ -40,40 +31,19 @@ export const RULES = {
     name: 'repeated-counter-remaining',
     why: 'when several descriptors of one request count on one counter, sluice reports each with the counter after the whole request, the reference each with its own running total; codes are still compared',
   },
+  patternOverride: {
+    name: 'override-on-pattern-value',
+    why: 'a descriptor with a limit override whose value is spelled like a share_threshold pattern (`pre*`) counts on its own counter in sluice, whose keys mark shared patterns; the reference keys both `path_pre*` and shares one counter, so that counter class is not compared from then on',
+  },
+  lostMetadata: {
+    name: 'metadata-lost-by-the-reference',
+    why: "the reference drops a rule's `metadata` from dynamic_metadata when it rebuilds the rule for a stats key (detailed_metric, value_to_metric, or a key wildcard reached through another key); sluice returns it",
+  },
   afterRejection: {
     name: 'after-first-rejection',
-    why: 'once a counter was charged over its limit by the reference (a rejected request, or shadow/quota mode over the limit), its later codes and remaining are not compared',
+    why: 'once a counter was charged over its limit by the reference (a rejected request, or shadow/quota mode over the limit), its later codes, remaining and the dynamic metadata are not compared',
   },
 } as const satisfies Record<string, DeliberateRule>;
-
-/** Config acceptance: true when sluice accepting a file the reference refused is deliberate. */
-export function acceptanceDifferenceIsDeliberate(
-  config: GenConfig,
-  sluiceAccepted: boolean,
-  referenceError: string | undefined,
-): DeliberateRule | undefined {
-  if (!sluiceAccepted || referenceError === undefined) return undefined;
-  if (
-    config.features.has('metadata-mapping') &&
-    referenceError.includes("unknown key 'metadata'")
-  ) {
-    return RULES.metadataMapping;
-  }
-  if (
-    config.features.has('mid-value-wildcard') &&
-    referenceError.includes(
-      "share_threshold can only be used with wildcard values (ending with '*')",
-    )
-  ) {
-    return RULES.shareThresholdGlob;
-  }
-  return undefined;
-}
-
-/** Request comparison: a config whose requests are not compared at all, and why. */
-export function requestsNotCompared(config: GenConfig): DeliberateRule | undefined {
-  return config.features.has('mid-value-wildcard') ? RULES.extensionGlob : undefined;
-}
 
 /**
  * The counter class of a limited status: every descriptor that can share a counter with another
@@ -107,4 +77,36 @@ export function sharesCounterWithLater(
     )}\u0001${values}`;
   });
   return ids.map((id, i) => id !== undefined && ids.indexOf(id, i + 1) > i);
+}
+
+/**
+ * True when `descriptor` carries a limit override and a value with a `*` in a config that uses
+ * share_threshold: the reference may count it on a shared pattern's counter (RULES.patternOverride).
+ */
+export function overrideMayShareAPattern(
+  config: GenConfig,
+  descriptor: { readonly entries: readonly { value: string }[]; readonly limit?: unknown },
+): boolean {
+  return (
+    config.features.has('share_threshold') &&
+    descriptor.limit !== undefined &&
+    descriptor.entries.some((entry) => entry.value.includes('*'))
+  );
+}
+
+/**
+ * True when the only difference in dynamic_metadata (canonical JSON) is a `metadata` field that
+ * sluice sends and the reference left out, in a config whose features make the reference rebuild
+ * rules for their stats key (RULES.lostMetadata).
+ */
+export function referenceLostMetadata(config: GenConfig, mine: string, theirs: string): boolean {
+  if (!['detailed_metric', 'key-wildcard'].some((feature) => config.features.has(feature))) {
+    return false;
+  }
+  const sluice = JSON.parse(mine) as Record<string, unknown> | null;
+  const reference = JSON.parse(theirs) as Record<string, unknown> | null;
+  if (sluice === null || reference === null || !('metadata' in sluice)) return false;
+  if ('metadata' in reference) return false;
+  const { metadata: _dropped, ...rest } = sluice;
+  return JSON.stringify(rest) === theirs;
 }

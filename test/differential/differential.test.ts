@@ -22,20 +22,22 @@ import { createRandom } from './random.js';
 import { generateConfig, generateRequests, type GenConfig, type GenRequest } from './generate.js';
 import {
   RULES,
-  acceptanceDifferenceIsDeliberate,
   counterClass,
-  requestsNotCompared,
+  overrideMayShareAPattern,
+  referenceLostMetadata,
   sharesCounterWithLater,
   type DeliberateRule,
 } from './deliberate.js';
 import { startRedis } from '../helpers/redis.js';
-import { missingBinaries, startReference } from './reference.js';
+import { REFERENCE_BIN, missingBinaries, referenceCommit, startReference } from './reference.js';
 
 const SEED = Number(process.env['DIFF_SEED'] ?? '1');
 const CONFIGS = Number(process.env['DIFF_CONFIGS'] ?? '200');
 const BUDGET_MS = Number(process.env['DIFF_BUDGET_MS'] ?? '600000');
 /** Configs loaded together per round (distinct domains). */
 const ROUND = 25;
+/** Every QUOTA_EVERY-th round runs both sides with QUOTA_MODE=true. */
+const QUOTA_EVERY = 4;
 const REQUESTS_PER_CONFIG = 25;
 
 const missing = missingBinaries();
@@ -47,6 +49,8 @@ if (missing !== undefined && inCi()) {
 interface Observed {
   readonly error: string | undefined;
   readonly overall: string;
+  /** `dynamic_metadata` as canonical JSON (sorted keys, whitespace in text collapsed). */
+  readonly metadata: string;
   readonly statuses: readonly {
     code: string;
     limit: string | undefined;
@@ -90,6 +94,7 @@ async function call(c: RlsClient, request: GenRequest): Promise<Observed> {
         resolve({
           error: `${grpc.status[error.code]}: ${error.details}`,
           overall: '',
+          metadata: '',
           statuses: [],
         });
         return;
@@ -97,6 +102,7 @@ async function call(c: RlsClient, request: GenRequest): Promise<Observed> {
       resolve({
         error: undefined,
         overall: String(response?.overall_code ?? 'UNKNOWN'),
+        metadata: JSON.stringify(canonical(plainStruct(response?.dynamic_metadata))),
         statuses: (response?.statuses ?? []).map((s: any) => ({
           code: String(s.code ?? 'UNKNOWN'),
           limit:
@@ -112,6 +118,49 @@ async function call(c: RlsClient, request: GenRequest): Promise<Observed> {
   });
 }
 
+/** A decoded google.protobuf.Struct / Value (proto-loader's shape) as plain JSON. */
+function plainStruct(value: any): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value.fields === 'object' && value.fields !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, f] of Object.entries(value.fields)) out[k] = plainStruct(f);
+    return out;
+  }
+  switch (value.kind) {
+    case 'nullValue':
+      return null;
+    case 'numberValue':
+      return value.numberValue;
+    case 'stringValue':
+      return value.stringValue;
+    case 'boolValue':
+      return value.boolValue;
+    case 'structValue':
+      return plainStruct(value.structValue);
+    case 'listValue':
+      return (value.listValue?.values ?? []).map(plainStruct);
+    default:
+      return null;
+  }
+}
+
+/**
+ * JSON with sorted keys; text with its whitespace collapsed (the reference prints a descriptor's
+ * `limit` in Go's protobuf text form, whose spacing is deliberately unstable).
+ */
+function canonical(value: unknown): unknown {
+  if (typeof value === 'string') return value.replace(/[\s\u00a0]+/g, ' ');
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).sort()) {
+      out[key] = canonical((value as Record<string, unknown>)[key]);
+    }
+    return out;
+  }
+  return value;
+}
+
 /** Everything the run found, printed at the end. */
 interface Report {
   configs: number;
@@ -120,6 +169,8 @@ interface Report {
   requests: number;
   statusesCompared: number;
   skippedRounds: number;
+  /** Rounds run with QUOTA_MODE=true on both sides. */
+  quotaRounds: number;
   deliberate: Map<string, number>;
   /** Why both refused files, by the reference's message with quoted parts elided. */
   refusals: Map<string, number>;
@@ -131,7 +182,7 @@ function excuse(report: Report, rule: DeliberateRule): void {
 }
 
 describe.skipIf(missing !== undefined)(
-  `differential: sluice vs the pinned reference (seed ${SEED}, ${CONFIGS} configs)`,
+  `differential: sluice vs the reference (seed ${SEED}, ${CONFIGS} configs)`,
   () => {
     const group = useProcessGroup();
 
@@ -140,6 +191,8 @@ describe.skipIf(missing !== undefined)(
       { timeout: BUDGET_MS + 120_000 },
       async () => {
         const started = Date.now();
+        const reference = referenceCommit();
+        console.log(`differential: against envoyproxy/ratelimit ${reference} (${REFERENCE_BIN})`);
         const random = createRandom(SEED);
         const redisPort = (await startRedis(group)).port;
         const report: Report = {
@@ -149,11 +202,13 @@ describe.skipIf(missing !== undefined)(
           requests: 0,
           statusesCompared: 0,
           skippedRounds: 0,
+          quotaRounds: 0,
           deliberate: new Map(),
           refusals: new Map(),
           differences: [],
         };
         let index = 0;
+        let round = 0;
         while (index < CONFIGS && Date.now() - started < BUDGET_MS) {
           const configs: GenConfig[] = [];
           for (let i = 0; i < ROUND && index < CONFIGS; i++)
@@ -161,12 +216,14 @@ describe.skipIf(missing !== undefined)(
           const requests = new Map(
             configs.map((c) => [c.file, generateRequests(random, c, REQUESTS_PER_CONFIG)]),
           );
-          await runRound(configs, requests, redisPort, report);
+          const quotaMode = round++ % QUOTA_EVERY === QUOTA_EVERY - 1;
+          await runRound(configs, requests, redisPort, report, quotaMode);
         }
         const summary = [
+          `reference: envoyproxy/ratelimit ${reference} at ${REFERENCE_BIN}`,
           `seed ${SEED}: ${report.configs} configs (${report.acceptedByBoth} loaded by both, ${report.refusedByBoth} refused by both), ` +
             `${report.requests} requests, ${report.statusesCompared} statuses compared, ` +
-            `${report.skippedRounds} rounds cut at a window boundary, ${Date.now() - started} ms`,
+            `${report.skippedRounds} rounds cut at a window boundary, ${report.quotaRounds} rounds with QUOTA_MODE=true, ${Date.now() - started} ms`,
           `deliberate differences excused: ${[...report.deliberate].map(([k, v]) => `${k} x${v}`).join(', ') || 'none'}`,
           `refused by both: ${[...report.refusals]
             .sort((a, b) => b[1] - a[1])
@@ -186,8 +243,15 @@ describe.skipIf(missing !== undefined)(
       requests: ReadonlyMap<string, GenRequest[]>,
       redisPort: number,
       report: Report,
+      quotaMode: boolean,
     ): Promise<void> {
+      // Both sides answer with dynamic_metadata; every QUOTA_EVERY-th round in global quota mode.
+      const env = {
+        RESPONSE_DYNAMIC_METADATA: 'true',
+        ...(quotaMode ? { QUOTA_MODE: 'true' } : {}),
+      };
       report.configs += configs.length;
+      if (quotaMode) report.quotaRounds++;
       const sluiceAccepted = new Map<string, boolean>();
       const sluiceProblems = new Map<string, string>();
       for (const config of configs) {
@@ -200,13 +264,14 @@ describe.skipIf(missing !== undefined)(
         group,
         redisPort,
         new Map(configs.map((c) => [c.file, c.yaml])),
+        env,
       );
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-diff-'));
       for (const config of configs) {
         if (sluiceAccepted.get(config.file))
           await fs.writeFile(path.join(dir, config.file), config.yaml);
       }
-      const sluice = await startApp([dir], { DEFAULT_ALGORITHM: 'fixed_window' });
+      const sluice = await startApp([dir], { DEFAULT_ALGORITHM: 'fixed_window', ...env });
       const refClient = client(reference.address);
       const sluiceClient = client(`127.0.0.1:${sluice.port}`);
       try {
@@ -224,11 +289,6 @@ describe.skipIf(missing !== undefined)(
             }
             continue;
           }
-          const rule = acceptanceDifferenceIsDeliberate(config, mine, theirs);
-          if (rule !== undefined) {
-            excuse(report, rule);
-            continue;
-          }
           report.differences.push(
             `${config.file}: sluice ${mine ? 'loads' : `refuses (${sluiceProblems.get(config.file)})`}, ` +
               `the reference ${theirs === undefined ? 'loads' : `refuses (${theirs})`}\n${indent(config.yaml)}`,
@@ -238,11 +298,6 @@ describe.skipIf(missing !== undefined)(
         const hour = (): number => Math.floor(Date.now() / 3_600_000);
         const startHour = hour();
         for (const config of compared) {
-          const rule = requestsNotCompared(config);
-          if (rule !== undefined) {
-            excuse(report, rule);
-            continue;
-          }
           const tainted = new Set<string>();
           for (const request of requests.get(config.file)!) {
             const theirs = await call(refClient, request);
@@ -311,6 +366,12 @@ function compare(
       return;
     }
     const cls = classes[i];
+    if (cls !== undefined && overrideMayShareAPattern(config, request.descriptors[i]!)) {
+      excuse(report, RULES.patternOverride);
+      tainted.add(cls);
+      overallComparable = false;
+      continue;
+    }
     if (cls !== undefined && tainted.has(cls)) {
       excuse(report, RULES.afterRejection);
       overallComparable = false;
@@ -335,6 +396,12 @@ function compare(
   }
   if (overallComparable && mine.overall !== theirs.overall) {
     report.differences.push(`overall_code: ${where()}`);
+  } else if (overallComparable && mine.metadata !== theirs.metadata) {
+    if (referenceLostMetadata(config, mine.metadata, theirs.metadata)) {
+      excuse(report, RULES.lostMetadata);
+    } else {
+      report.differences.push(`dynamic_metadata: ${where()}`);
+    }
   }
   // The reference charged every limited descriptor of a rejected request, and charges shadow and
   // quota descriptors past their limit: those counters now differ by design.

@@ -48,7 +48,7 @@ export interface GenConfig {
 }
 
 const KEYS = ['a', 'b', 'k', 'path', 'ip', 'user', 'bb'];
-const KEY_WILDCARDS = ['b*', '*', 'us*'];
+const KEY_WILDCARDS = ['b*', '*', 'us*', 'a*b', 'p*th'];
 const VALUES = ['x', 'y', 'v1', 'v2', 'pre1', 'foo', '/login', '10.0.0.1', 'bar'];
 const PATTERNS = ['v*', 'pre*', '*', 'fo*', '10.*'];
 const MID_PATTERNS = ['v*1', '*o', 'p*e*'];
@@ -75,6 +75,8 @@ function generateLevel(random: Random, depth: number, features: Set<string>): Ge
     if (kind < 0.08) {
       key = random.pick(KEY_WILDCARDS);
       features.add('key-wildcard');
+      // A key with `*` and a value is one pattern on the joined key_value text.
+      if (random.chance(0.4)) value = random.pick([...VALUES, ...PATTERNS, ...MID_PATTERNS]);
     } else if (kind < 0.45) {
       value = random.pick(VALUES);
     } else if (kind < 0.7) {
@@ -104,7 +106,7 @@ function generateLevel(random: Random, depth: number, features: Set<string>): Ge
       if (unlimited) features.add('unlimited');
       if (rateLimit.replaces.length > 0) features.add('replaces');
     }
-    const shareThreshold = (value.endsWith('*') || key.endsWith('*')) && random.chance(0.4);
+    const shareThreshold = (value.includes('*') || key.includes('*')) && random.chance(0.4);
     if (shareThreshold) features.add('share_threshold');
     const shadowMode = random.chance(0.1);
     if (shadowMode) features.add('shadow_mode');
@@ -198,12 +200,20 @@ function renderLevel(
     }
     if (random.chance(0.03)) {
       lines.push(`${inner}detailed_metric: true`);
+      features.add('detailed_metric');
     }
     const metadata = random.next();
-    if (metadata < 0.03) {
-      lines.push(`${inner}metadata: {team: t${random.int(1, 9)}}`);
+    if (metadata < 0.06) {
+      const n = random.int(1, 9);
+      lines.push(
+        `${inner}metadata: ${random.pick([
+          `{team: t${n}}`,
+          `{team: t${n}, tier: {level: ${n}}}`,
+          `{tier: {zone: z${n}}, tags: [a, ${n}], flag: yes}`,
+        ])}`,
+      );
       features.add('metadata-mapping');
-    } else if (metadata < 0.05) {
+    } else if (metadata < 0.08) {
       lines.push(`${inner}metadata: ${random.pick(['true', '[{a: 1}]', 'text'])}`);
       features.add('metadata-not-mapping');
     }
@@ -338,9 +348,9 @@ function generateDescriptor(random: Random, nodes: readonly GenNode[]): GenDescr
 }
 
 function requestKey(random: Random, node: GenNode): string {
-  if (!node.key.endsWith('*')) return node.key;
-  const prefix = node.key.slice(0, -1);
-  return prefix + random.pick(['', 'x', 'ar', 'b']);
+  if (!node.key.includes('*')) return node.key;
+  if (random.chance(0.1)) return node.key; // the pattern text itself
+  return node.key.replace('*', random.pick(['', 'x', 'ar', 'b']));
 }
 
 function requestValue(random: Random, node: GenNode): string {
@@ -349,6 +359,7 @@ function requestValue(random: Random, node: GenNode): string {
   if (value === '') return random.pick(VALUES);
   if (!value.includes('*')) return random.chance(0.85) ? value : random.pick(VALUES);
   if (random.chance(0.1)) return value; // the pattern text itself
+  if (random.chance(0.5)) return value.replace(/\*/g, () => random.pick(['', '1', 'zz', 'o']));
   const prefix = value.slice(0, value.indexOf('*'));
   return prefix + random.pick(['', '1', 'zz', 'o', 'e1']);
 }

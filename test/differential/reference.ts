@@ -1,8 +1,8 @@
 /**
- * The pinned reference (envoyproxy/ratelimit's `service_cmd`) and the redis-server it counts in,
- * started for the differential tier on free loopback ports, always stopped with the test.
+ * The reference (envoyproxy/ratelimit's `service_cmd`) and the redis-server it counts in, started
+ * for the differential tier on free loopback ports, always stopped with the test.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,9 +17,30 @@ import {
   type ProcessGroup,
 } from '../helpers/processes.js';
 
-/** Where `.ci/run` installs the reference (`go install ... GOBIN=.cache/go-bin`). */
+const MASTER_BUILD = path.join(REPO_ROOT, '.cache', 'reference', 'service_cmd');
+const PINNED_INSTALL = path.join(REPO_ROOT, '.cache', 'go-bin', 'service_cmd');
+
+/**
+ * The reference binary: `SLUICE_REFERENCE_BIN` (scripts/test-differential.sh sets it from
+ * scripts/reference.sh), else the master build in .cache/reference, else the pinned install in
+ * .cache/go-bin.
+ */
 export const REFERENCE_BIN =
-  process.env['SLUICE_REFERENCE_BIN'] ?? path.join(REPO_ROOT, '.cache', 'go-bin', 'service_cmd');
+  process.env['SLUICE_REFERENCE_BIN'] ?? (existsSync(MASTER_BUILD) ? MASTER_BUILD : PINNED_INSTALL);
+
+/**
+ * Which reference that is (its commit), for the run's summary: `SLUICE_REFERENCE_COMMIT`, else
+ * what the build records (`.source` beside the master build) or `go version -m` reports.
+ */
+export function referenceCommit(): string {
+  const given = process.env['SLUICE_REFERENCE_COMMIT'];
+  if (given !== undefined && given !== '') return given;
+  const source = path.join(path.dirname(REFERENCE_BIN), '.source');
+  if (existsSync(source)) return `${readFileSync(source, 'utf8').trim()} (master build)`;
+  const info = spawnSync('go', ['version', '-m', REFERENCE_BIN], { encoding: 'utf8' });
+  const version = /\bmod\s+github\.com\/envoyproxy\/ratelimit\s+(\S+)/.exec(info.stdout ?? '');
+  return version?.[1] ?? 'unknown';
+}
 
 /** Why the tier cannot run here (`undefined` when it can). */
 export function missingBinaries(): string | undefined {
@@ -48,6 +69,7 @@ export async function startReference(
   group: ProcessGroup,
   redisPort: number,
   files: ReadonlyMap<string, string>,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<RunningReference> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-diff-ref-'));
   const configDir = path.join(root, 'app', 'config');
@@ -74,6 +96,7 @@ export async function startReference(
           PORT: String(await freePort()),
           DEBUG_HOST: '127.0.0.1',
           DEBUG_PORT: String(await freePort()),
+          ...env,
         },
       });
       // The rule files are loaded before the gRPC listener opens.

@@ -250,19 +250,28 @@ domain: quota-domain
 descriptors:
   - key: regular
     rate_limit: {unit: minute, requests_per_unit: 5}
+    metadata: {name: service_1, team: {id: 1}}
   - key: quota
     quota_mode: true
     rate_limit: {unit: minute, requests_per_unit: 3}
+    metadata: {name: service_2, team: {id: 2, on_call: b}}
   - key: quota1
     quota_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 5}
+    rate_limit: {unit: minute, requests_per_unit: 1}
   - key: quota2
     quota_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 3}
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: shadowquota
+    quota_mode: true
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
   - key: plain1
-    rate_limit: {unit: minute, requests_per_unit: 10}
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata: {other: p1}
   - key: plain2
-    rate_limit: {unit: minute, requests_per_unit: 5}
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: free
+    rate_limit: {unlimited: true}
 `;
 
 /** Start an app on QUOTA_RULES with `env`, at T0 on a manual clock. */
@@ -278,7 +287,16 @@ async function quotaApp(env: Record<string, string>) {
   return { clock, running, ask };
 }
 
-describe('quota_mode per descriptor (the reference: TestServicePerDescriptorQuotaMode, TestServiceQuotaModeOnly)', () => {
+/** Overall code, then each status's code and limit_remaining. */
+function summary(r: EnvoyResponse): [string, ...[string, number][]] {
+  return [r.overall_code, ...r.statuses.map((s): [string, number] => [s.code, s.limit_remaining])];
+}
+
+// The reference's master (f2fb157, `shouldRateLimitWorker`): a quota descriptor over its limit
+// keeps OVER_LIMIT in its status; the request is OVER_LIMIT when a regular descriptor is over or
+// when every quota descriptor is. sluice charges a rejected request nothing and an admitted one
+// only on the quota counters with room (docs/semantics.md §3).
+describe('quota_mode per descriptor (the reference: TestServicePerDescriptorQuotaMode, TestServiceQuotaModeOnly*, TestServiceMixedPerDescriptorModes)', () => {
   let app: Awaited<ReturnType<typeof quotaApp>>;
   beforeAll(async () => {
     app = await quotaApp({ RESPONSE_DYNAMIC_METADATA: 'true' });
@@ -287,105 +305,102 @@ describe('quota_mode per descriptor (the reference: TestServicePerDescriptorQuot
     await app?.running.stop();
   });
 
-  it('a quota descriptor over its limit answers OK with its limit and remaining 0; the normal rule decides', async () => {
-    for (let i = 0; i < 3; i++) {
-      expect((await app.ask([{ quota: 'p' }])).overall_code).toBe('OK');
-    }
-    const quotaOver = await app.ask([{ quota: 'p' }]);
-    expect(quotaOver.overall_code).toBe('OK');
-    expect(quotaOver.statuses[0]).toMatchObject({
-      code: 'OK',
-      current_limit: { requests_per_unit: 3, unit: 'MINUTE' },
-      limit_remaining: 0,
-    });
-    for (let i = 0; i < 5; i++) {
-      expect((await app.ask([{ regular: 'p' }])).overall_code).toBe('OK');
-    }
-    // Both over: the normal rule rejects, the quota one still says OK (as in the reference).
-    const both = await app.ask([{ regular: 'p' }, { quota: 'p' }]);
-    expect(both.overall_code).toBe('OVER_LIMIT');
-    expect(
-      both.statuses.map((s) => [s.code, s.current_limit?.requests_per_unit, s.limit_remaining]),
-    ).toEqual([
-      ['OVER_LIMIT', 5, 0],
-      ['OK', 3, 0],
+  it('two quota descriptors (1 and 2 per minute) three times: OK, OK with one over, then OVER_LIMIT', async () => {
+    const ask = () => app.ask([{ quota1: 'a' }, { quota2: 'a' }]);
+    expect(summary(await ask())).toEqual(['OK', ['OK', 0], ['OK', 1]]);
+    expect(summary(await ask())).toEqual(['OK', ['OVER_LIMIT', 0], ['OK', 0]]);
+    const third = await ask();
+    expect(summary(third)).toEqual(['OVER_LIMIT', ['OVER_LIMIT', 0], ['OVER_LIMIT', 0]]);
+    // An over-limit quota status carries its reset like any other (the end of the window).
+    expect(durationMs(third.statuses[0]!.duration_until_reset)).toBeGreaterThan(0);
+  });
+
+  it('mixed with a regular descriptor: the regular one over rejects; the only quota one over rejects too', async () => {
+    for (let i = 0; i < 3; i++) await app.ask([{ quota: 'm' }]);
+    // The regular descriptor has room, the only quota descriptor is over: rejected, nothing
+    // charged (the regular one still has 5 left).
+    expect(summary(await app.ask([{ regular: 'm' }, { quota: 'm' }]))).toEqual([
+      'OVER_LIMIT',
+      ['OK', 5],
+      ['OVER_LIMIT', 0],
+    ]);
+    // With a second quota descriptor that has room: admitted, the regular one charged.
+    expect(summary(await app.ask([{ regular: 'm' }, { quota: 'm' }, { quota2: 'm' }]))).toEqual([
+      'OK',
+      ['OK', 4],
+      ['OVER_LIMIT', 0],
+      ['OK', 1],
+    ]);
+    for (let i = 0; i < 4; i++) await app.ask([{ regular: 'n' }]);
+    // The regular descriptor over rejects whatever the quota one says; the quota one keeps
+    // the room it had, as nothing was charged.
+    expect(summary(await app.ask([{ regular: 'n' }, { quota: 'n' }], 2))).toEqual([
+      'OVER_LIMIT',
+      ['OVER_LIMIT', 0],
+      ['OK', 3],
     ]);
   });
 
-  it('mixed with a normal rule that has room: admitted, and the normal rule is charged', async () => {
-    for (let i = 0; i < 3; i++) await app.ask([{ quota: 'm' }]);
-    const first = await app.ask([{ regular: 'm' }, { quota: 'm' }]);
-    expect(first.overall_code).toBe('OK');
-    expect(first.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
-      ['OK', 4],
+  it('a quota descriptor over its limit in an admitted request is not charged', async () => {
+    await app.ask([{ quota2: 'c' }]);
+    // 2 hits do not fit in the 1 left; the unmatched descriptor is no quota descriptor, so the
+    // only quota one decides: rejected.
+    expect(summary(await app.ask([{ quota2: 'c' }, { none: 'x' }], 2))).toEqual([
+      'OVER_LIMIT',
+      ['OVER_LIMIT', 0],
       ['OK', 0],
     ]);
-    const next = await app.ask([{ regular: 'm' }, { quota: 'm' }]);
-    expect(next.statuses[0]!.limit_remaining).toBe(3);
-  });
-
-  it('every quota descriptor over its limit: still OK overall (the pinned reference; the issue text says otherwise)', async () => {
-    const remaining: [number, number][] = [];
-    for (let i = 0; i < 5; i++) {
-      const r = await app.ask([{ quota1: 'o' }, { quota2: 'o' }]);
-      expect(r.overall_code).toBe('OK');
-      remaining.push([r.statuses[0]!.limit_remaining, r.statuses[1]!.limit_remaining]);
-    }
-    // quota2 (3/min) is full after 3 and not charged beyond; quota1 (5/min) goes on counting.
-    expect(remaining).toEqual([
-      [4, 2],
-      [3, 1],
-      [2, 0],
-      [1, 0],
-      [0, 0],
+    // Next to a quota descriptor with room: admitted, and quota2 still has its 1 left.
+    expect(summary(await app.ask([{ quota2: 'c' }, { quota: 'c' }], 2))).toEqual([
+      'OK',
+      ['OVER_LIMIT', 0],
+      ['OK', 1],
     ]);
-    const allOver = await app.ask([{ quota1: 'o' }, { quota2: 'o' }]);
-    expect(allOver.overall_code).toBe('OK');
-    expect(
-      allOver.statuses.map((s) => [s.code, s.current_limit?.requests_per_unit, s.limit_remaining]),
-    ).toEqual([
-      ['OK', 5, 0],
-      ['OK', 3, 0],
+    expect(summary(await app.ask([{ quota2: 'c' }]))).toEqual(['OK', ['OK', 0]]);
+  });
+
+  it('a quota rule in shadow mode is never over, so it never lets quota reject', async () => {
+    await app.ask([{ quota1: 's' }]);
+    await app.ask([{ shadowquota: 's' }]);
+    expect(summary(await app.ask([{ quota1: 's' }, { shadowquota: 's' }]))).toEqual([
+      'OK',
+      ['OVER_LIMIT', 0],
+      ['OK', 0],
     ]);
-    expect(plain(allOver.dynamic_metadata)).toMatchObject({ quotaModeViolations: [0, 1] });
   });
 
-  it('an over-limit quota descriptor is not charged (remaining on a later call)', async () => {
-    expect((await app.ask([{ quota: 'c' }])).statuses[0]!.limit_remaining).toBe(2);
-    // 3 hits do not fit in the 2 left: OK, remaining 0, and nothing charged.
-    const over = await app.ask([{ quota: 'c' }], 3);
-    expect(over.overall_code).toBe('OK');
-    expect(over.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 });
-    const later = await app.ask([{ quota: 'c' }]);
-    expect(later.statuses[0]!.limit_remaining).toBe(1);
-  });
-
-  it("RESPONSE_DYNAMIC_METADATA: domain, descriptors as 'k=v', hitsAddend, quotaModeViolations, quotaModeEnabled", async () => {
+  it('dynamic_metadata: domain, entries, hitsAddend, and the metadata of the descriptors that passed', async () => {
     for (let i = 0; i < 3; i++) await app.ask([{ quota: 'd' }]);
-    const r = await app.ask([{ regular: 'd' }, { quota: 'd' }]);
+    const r = await app.ask([{ regular: 'd' }, { quota: 'd' }, { quota2: 'd' }], 1);
     expect(r.overall_code).toBe('OK');
-    // As the pinned reference answers (checked against its binary): the over-limit quota status
-    // is OK with remaining 0 and no duration_until_reset.
-    expect(r.statuses[1]).toMatchObject({ code: 'OK', limit_remaining: 0 });
-    expect(r.statuses[1]!.duration_until_reset).toBeNull();
+    // The quota descriptor is over: only the regular rule's metadata is returned.
     expect(plain(r.dynamic_metadata)).toEqual({
       domain: 'quota-domain',
-      descriptors: [{ entries: ['regular=d'] }, { entries: ['quota=d'] }],
-      quotaModeViolations: [1],
-      quotaModeEnabled: true,
+      descriptors: [
+        { entries: ['regular=d'] },
+        { entries: ['quota=d'] },
+        { entries: ['quota2=d'] },
+      ],
+      hitsAddend: 1,
+      metadata: { name: 'service_1', team: { id: 1 } },
     });
-    // No violation: no quotaModeViolations; no quota rule matched: quotaModeEnabled false.
-    const normal = await app.ask([{ regular: 'd2', x: 'y' }], 2);
-    expect(plain(normal.dynamic_metadata)).toEqual({
+    // Both passed: merged in request order, the first value of a name wins, mappings merge.
+    const both = await app.ask([{ regular: 'e' }, { quota: 'e' }]);
+    expect(plain(both.dynamic_metadata)).toEqual({
       domain: 'quota-domain',
-      descriptors: [{ entries: ['regular=d2', 'x=y'] }],
-      hitsAddend: 2,
-      quotaModeEnabled: false,
+      descriptors: [{ entries: ['regular=e'] }, { entries: ['quota=e'] }],
+      metadata: { name: 'service_1', team: { id: 1, on_call: 'b' } },
+    });
+    // No rule with metadata passed: no `metadata` field.
+    const none = await app.ask([{ plain2: 'f', x: 'y' }]);
+    expect(plain(none.dynamic_metadata)).toEqual({
+      domain: 'quota-domain',
+      descriptors: [{ entries: ['plain2=f', 'x=y'] }],
     });
   });
 });
 
-describe('QUOTA_MODE=true (the reference: TestServiceGlobalQuotaMode, TestServiceQuotaModeWithMetadata)', () => {
+describe('QUOTA_MODE=true (the reference: TestServiceGlobalQuotaMode, TestMetadataReturnedForPassedDescriptors)', () => {
   let app: Awaited<ReturnType<typeof quotaApp>>;
   beforeAll(async () => {
     app = await quotaApp({ QUOTA_MODE: 'true', RESPONSE_DYNAMIC_METADATA: 'true' });
@@ -394,33 +409,32 @@ describe('QUOTA_MODE=true (the reference: TestServiceGlobalQuotaMode, TestServic
     await app?.running.stop();
   });
 
-  it('rules without quota_mode over their limit answer OK, overall OK', async () => {
-    for (let i = 0; i < 10; i++) await app.ask([{ plain1: 'g' }, { plain2: 'g' }]);
-    const r = await app.ask([{ plain1: 'g' }, { plain2: 'g' }]);
-    expect(r.overall_code).toBe('OK');
-    expect(
-      r.statuses.map((s) => [s.code, s.current_limit?.requests_per_unit, s.limit_remaining]),
-    ).toEqual([
-      ['OK', 10, 0],
-      ['OK', 5, 0],
-    ]);
-    // quotaModeEnabled reflects the rules' own quota_mode (none here), as in the reference.
-    expect(plain(r.dynamic_metadata)).toEqual({
+  it('every descriptor is a quota descriptor: OVER_LIMIT only when all of them are over', async () => {
+    const ask = () => app.ask([{ plain1: 'g' }, { plain2: 'g' }]);
+    expect(summary(await ask())).toEqual(['OK', ['OK', 0], ['OK', 1]]);
+    const some = await ask();
+    expect(summary(some)).toEqual(['OK', ['OVER_LIMIT', 0], ['OK', 0]]);
+    // plain1 is over: its metadata is not returned.
+    expect(plain(some.dynamic_metadata)).toEqual({
       domain: 'quota-domain',
       descriptors: [{ entries: ['plain1=g'] }, { entries: ['plain2=g'] }],
-      quotaModeViolations: [0, 1],
-      quotaModeEnabled: false,
     });
+    expect(summary(await ask())).toEqual(['OVER_LIMIT', ['OVER_LIMIT', 0], ['OVER_LIMIT', 0]]);
   });
 
-  it('with a quota_mode rule over its limit: violations [1], quotaModeEnabled true', async () => {
-    for (let i = 0; i < 3; i++) await app.ask([{ quota: 'w' }]);
-    const r = await app.ask([{ regular: 'w' }, { quota: 'w' }]);
-    expect(r.overall_code).toBe('OK');
-    expect(plain(r.dynamic_metadata)).toMatchObject({
-      quotaModeViolations: [1],
-      quotaModeEnabled: true,
-    });
+  it('an unmatched or unlimited descriptor: unmatched counts as a quota descriptor that passes', async () => {
+    await app.ask([{ plain1: 'h' }]);
+    expect(summary(await app.ask([{ plain1: 'h' }, { none: 'h' }]))).toEqual([
+      'OK',
+      ['OVER_LIMIT', 0],
+      ['OK', 0],
+    ]);
+    // An unlimited descriptor is no quota descriptor: plain1 alone decides.
+    expect(summary(await app.ask([{ plain1: 'h' }, { free: 'h' }]))).toEqual([
+      'OVER_LIMIT',
+      ['OVER_LIMIT', 0],
+      ['OK', 4294967295],
+    ]);
   });
 });
 
@@ -433,14 +447,13 @@ describe('quota_mode with SHADOW_MODE=true (the reference: TestServiceQuotaModeW
     await app?.running.stop();
   });
 
-  it('the normal rule says OVER_LIMIT, the quota one OK, overall OK', async () => {
-    for (let i = 0; i < 5; i++) await app.ask([{ regular: 's' }]);
-    for (let i = 0; i < 3; i++) await app.ask([{ quota: 's' }]);
-    const r = await app.ask([{ regular: 's' }, { quota: 's' }]);
-    expect(r.overall_code).toBe('OK');
-    expect(r.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+  it('every quota descriptor over: the statuses say OVER_LIMIT, overall OK', async () => {
+    await app.ask([{ quota1: 's' }, { quota2: 's' }]);
+    await app.ask([{ quota2: 's' }]);
+    expect(summary(await app.ask([{ quota1: 's' }, { quota2: 's' }]))).toEqual([
+      'OK',
       ['OVER_LIMIT', 0],
-      ['OK', 0],
+      ['OVER_LIMIT', 0],
     ]);
   });
 });

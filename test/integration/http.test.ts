@@ -440,7 +440,8 @@ describe('/metrics after a scripted sequence', () => {
       series(text, 'ratelimit_service_response_time_seconds_count')[
         'ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}'
       ],
-    ).toBe(22);
+      // Every call is timed, the invalid one too (as total_requests counts it).
+    ).toBe(23);
     // Node process metrics are there too.
     expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);
     expect(text).toMatch(/^nodejs_heap_size_used_bytes \d/m);
@@ -468,6 +469,35 @@ describe('SHADOW_MODE counts global_shadow_mode', () => {
     });
     expect(series(text, 'ratelimit_service_rate_limit_over_limit')).toEqual({
       'ratelimit_service_rate_limit_over_limit{domain="edge",key1="det_g"}': 2,
+    });
+  });
+});
+
+describe('QUOTA_MODE: an admitted request with a quota descriptor over its limit', () => {
+  let s: Started;
+  beforeAll(async () => {
+    s = await start({ QUOTA_MODE: 'true' });
+  });
+  afterAll(async () => {
+    await s.app.close();
+  });
+
+  it('is no global_shadow_mode call and counts the over-limit hits once each', async () => {
+    // det allows 3 per minute; the unmatched descriptor is a quota descriptor that passes.
+    const body = {
+      domain: 'edge',
+      descriptors: [
+        { entries: [{ key: 'det', value: 'q' }] },
+        { entries: [{ key: 'no', value: 'x' }] },
+      ],
+    };
+    for (let i = 0; i < 5; i++) expect((await postJson(s.base, body)).status).toBe(200);
+    const text = await (await fetch(`${s.base}/metrics`)).text();
+    expect(series(text, 'ratelimit_service_global_shadow_mode')).toEqual({
+      ratelimit_service_global_shadow_mode: 0,
+    });
+    expect(series(text, 'ratelimit_service_rate_limit_over_limit')).toEqual({
+      'ratelimit_service_rate_limit_over_limit{domain="edge",key1="det_q"}': 2,
     });
   });
 });

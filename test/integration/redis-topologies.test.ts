@@ -134,6 +134,20 @@ describe.skipIf(clusterRequirement.skip)('redis store on a 3-master cluster', ()
     expect(peek.results[1]!.remaining).toBe(10);
   });
 
+  it('applies the quota rule across slot groups: rejected only when every quota group is over', async () => {
+    const [a, b] = keysInDistinctSlots(2, 'quota');
+    const quota = (key: string, group: number) =>
+      spec(key, 1, 1, { mode: 'quota', quotaGroup: group });
+    expect((await store.apply([quota(a!, 0), quota(b!, 1)])).admitted).toBe(true);
+    // Both full: each script sees one group only; the merged answer rejects.
+    const all = await store.apply([quota(a!, 0), quota(b!, 1)]);
+    expect(all.admitted).toBe(false);
+    expect(all.results.map((r) => r.overLimit)).toEqual([true, true]);
+    // With a third group that has room in its own slot, the request passes.
+    const [c] = keysInDistinctSlots(1, 'quota-room');
+    expect((await store.apply([quota(a!, 0), quota(b!, 1), quota(c!, 2)])).admitted).toBe(true);
+  });
+
   it('sends one script call per slot group', async () => {
     const keys = keysInDistinctSlots(4, 'calls');
     await store.apply(keys.map((key) => spec(key, 1, 5)));

@@ -1,5 +1,5 @@
 /**
- * Regression tests for the differences from the pinned reference (envoyproxy/ratelimit) that the
+ * Regression tests for the differences from the reference (envoyproxy/ratelimit) that the
  * differential tier found (issue 12). Each expectation was first observed on the reference binary;
  * docs/compatibility.md records the behaviour.
  */
@@ -88,12 +88,49 @@ descriptors:
     expect(limitOf(snapshot, ['zz', ''])).toBe(5);
   });
 
-  it('a `*` that is not last in a key-only key is literal, as in the reference', () => {
+  it('a `*` anywhere in a key is a wildcard on the joined key_value text (master, f2fb157)', () => {
     const snapshot = load(
       'domain: d\ndescriptors:\n  - key: "a*b"\n    rate_limit: {unit: hour, requests_per_unit: 2}\n',
     );
+    // The literal key still finds the node, as the reference's default lookup does.
     expect(limitOf(snapshot, ['a*b', 'x'])).toBe(2);
+    // `a*b` against the joined text: it must end with `b`.
+    expect(limitOf(snapshot, ['ax', 'yb'])).toBe(2);
     expect(limitOf(snapshot, ['axb', ''])).toBeUndefined();
+  });
+
+  it('a key with `*` and a value is one joined pattern, tried in declaration order (issue 17)', () => {
+    const snapshot = load(`domain: d
+descriptors:
+  - key: c
+    value: xy*
+    descriptors:
+      - key: "b*"
+        value: "*"
+      - key: b
+        value: "x**"
+        rate_limit: {unit: hour, requests_per_unit: 3}
+`);
+    // b_x=y matches the first declared wildcard, \`b*_*\`, which has no rule: no limit.
+    expect(limitOf(snapshot, ['c', 'xy'], ['b', 'x=y'])).toBeUndefined();
+    // A key the joined pattern does not reach falls through to nothing either.
+    expect(limitOf(snapshot, ['c', 'xy'], ['a', 'x'])).toBeUndefined();
+  });
+
+  it('the first declared of a value wildcard and a key-and-value wildcard wins', () => {
+    const snapshot = load(`domain: d
+descriptors:
+  - key: b
+    value: "x*"
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: "b*"
+    value: "*"
+    rate_limit: {unit: hour, requests_per_unit: 4}
+`);
+    expect(limitOf(snapshot, ['b', 'x1'])).toBe(3);
+    expect(limitOf(snapshot, ['b', 'y'])).toBe(4);
+    expect(limitOf(snapshot, ['bz', 'x1'])).toBe(4);
+    expect(limitOf(snapshot, ['c', 'x1'])).toBeUndefined();
   });
 
   it('key "*" with share_threshold loads, and every value of one key shares a counter', () => {
@@ -106,12 +143,17 @@ descriptors:
     expect(match?.sharedPatterns).toEqual(['*']);
   });
 
-  it('share_threshold still needs a wildcard: a key with `*` and a plain value is refused', () => {
+  it('share_threshold needs a `*` in the joined key_value: a key with `*` and a plain value loads', () => {
+    const snapshot = load(
+      'domain: d\ndescriptors:\n  - key: "b*"\n    value: x\n    share_threshold: true\n    rate_limit: {unit: hour, requests_per_unit: 2}\n',
+    );
+    // Every entry matching `b*_x` shares one counter per request key.
+    expect(snapshot.getLimit('d', descriptor(['bz', 'x']))?.sharedPatterns).toEqual(['b*_x']);
     const problems = problemsOf(
-      'domain: d\ndescriptors:\n  - key: "b*"\n    value: x\n    share_threshold: true\n',
+      'domain: d\ndescriptors:\n  - key: b\n    value: x\n    share_threshold: true\n',
     );
     expect(problems).toHaveLength(1);
-    expect(problems[0]!.message).toContain("but found key 'b*_x'");
+    expect(problems[0]!.message).toContain("but found key 'b_x'");
   });
 });
 
@@ -131,7 +173,7 @@ describe('reference difference 3: metadata that is not a mapping', () => {
     );
   });
 
-  it('a metadata mapping is accepted (a sluice extension; the pinned reference refuses the key)', () => {
+  it('a metadata mapping is accepted, as by the reference (master)', () => {
     expect(
       problemsOf(
         'domain: d\ndescriptors:\n  - key: k\n    metadata: {team: payments, n: [1, {x: 2}]}\n',

@@ -95,6 +95,29 @@ describe('reference headers (LIMIT_RESPONSE_HEADERS_ENABLED)', () => {
     expect(Number(headers(response)['RateLimit-Reset'])).toBeGreaterThanOrEqual(1);
   });
 
+  it('a quota descriptor over its limit is chosen only by least remaining, never forced (master)', async () => {
+    const { call } = service(
+      `
+domain: web
+descriptors:
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`,
+      { headers: { ...REFERENCE, limitHeader: 'X-Limit' } },
+    );
+    await call({ ip: '1' });
+    await call({ ip: '1' });
+    await call({ quota: 'q' });
+    // ip (2/s) is over and first; the quota descriptor after it is over too, with remaining 0:
+    // as the reference, ip keeps the headers (an over-limit quota status is not forced).
+    const response = await call({ ip: '1' }, { quota: 'q' });
+    expect(response.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OVER_LIMIT']);
+    expect(headers(response)).toMatchObject({ 'X-Limit': '2', 'RateLimit-Remaining': '0' });
+  });
+
   it('adds nothing when no descriptor has a limit', async () => {
     const { call } = service(TWO_RULES, { headers: REFERENCE });
     expect((await call({ free: 'x' })).responseHeadersToAdd).toEqual([]);

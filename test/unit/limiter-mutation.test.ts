@@ -81,7 +81,7 @@ describe('statuses without a counter', () => {
 });
 
 describe('global QUOTA_MODE', () => {
-  it('every rule not in shadow mode counts as quota: over answers OK, nothing blocks', async () => {
+  it('every rule counts as quota: over says OVER_LIMIT and blocks only when every quota descriptor is', async () => {
     const { store } = memory();
     const limiter = createLimiter({
       store,
@@ -89,20 +89,33 @@ describe('global QUOTA_MODE', () => {
       quotaMode: true,
       responseDynamicMetadata: true,
     });
-    const snapshot = snapshotOf({ a: makeRule({ requestsPerUnit: 1 }) });
-    await limiter.decide(snapshot, req([desc('a')]));
-    const over = await limiter.decide(snapshot, req([desc('a')]));
-    expect(over.overallCode).toBe('OK');
-    expect(over.statuses[0]).toMatchObject({
-      code: 'OK',
-      overLimit: true,
-      limitRemaining: 0,
-      durationUntilResetMs: undefined,
+    const snapshot = snapshotOf({
+      a: makeRule({ requestsPerUnit: 1 }),
+      b: makeRule({ requestsPerUnit: 5 }),
     });
-    expect(over.dynamicMetadata).toMatchObject({
-      quotaModeViolations: [0],
-      // No matched rule has quota_mode itself.
-      quotaModeEnabled: false,
+    await limiter.decide(snapshot, req([desc('a')]));
+    const some = await limiter.decide(snapshot, req([desc('a'), desc('b')]));
+    // One of two quota descriptors over: OK overall, the over one keeps OVER_LIMIT.
+    expect(some.overallCode).toBe('OK');
+    expect(some.rejected).toBe(false);
+    expect(some.statuses[0]).toMatchObject({
+      code: 'OVER_LIMIT',
+      overLimit: true,
+      quota: true,
+      limitRemaining: 0,
+      durationUntilResetMs: 61_000, // the sliding window’s wait
+    });
+    expect(some.statuses[1]).toMatchObject({ code: 'OK', limitRemaining: 4 });
+    const all = await limiter.decide(snapshot, req([desc('a')]));
+    expect(all.overallCode).toBe('OVER_LIMIT');
+    expect(all.rejected).toBe(true);
+    // An unmatched descriptor is a quota descriptor that is never over: it lets the request pass.
+    const unmatched = await limiter.decide(snapshot, req([desc('a'), desc('none')]));
+    expect(unmatched.overallCode).toBe('OK');
+    expect(unmatched.statuses[0]!.code).toBe('OVER_LIMIT');
+    expect(unmatched.dynamicMetadata).toEqual({
+      domain: 'd',
+      descriptors: [{ entries: ['a=v'] }, { entries: ['none=v'] }],
     });
   });
 
@@ -171,7 +184,7 @@ describe('several limits over at once', () => {
 });
 
 describe('dynamic metadata', () => {
-  it('entries, overrides with their unit (UNKNOWN when unknown), hits_addend fields, quota flags', async () => {
+  it('entries, overrides in protobuf text form (zero fields left out), hits_addend fields', async () => {
     const { store } = memory();
     const limiter = createLimiter({ store, shadowMode: false, responseDynamicMetadata: true });
     const snapshot = snapshotOf({ q: makeRule({ quotaMode: true, requestsPerUnit: 5 }) });
@@ -182,6 +195,7 @@ describe('dynamic metadata', () => {
           desc('q', { hitsAddend: 2 }),
           desc('x', { limit: { requestsPerUnit: 3, unit: 'hour' } }),
           desc('y', { limit: { requestsPerUnit: 4, unit: undefined } }),
+          desc('z', { limit: { requestsPerUnit: 0, unit: 'day' } }),
         ],
         7,
       ),
@@ -191,10 +205,11 @@ describe('dynamic metadata', () => {
       descriptors: [
         { entries: ['q=v'], hitsAddend: 2 },
         { entries: ['x=v'], limit: 'requests_per_unit:3 unit:HOUR' },
-        { entries: ['y=v'], limit: 'requests_per_unit:4 unit:UNKNOWN' },
+        // Protobuf text form leaves out fields at zero (UNKNOWN, 0), as the reference prints it.
+        { entries: ['y=v'], limit: 'requests_per_unit:4' },
+        { entries: ['z=v'], limit: 'unit:DAY' },
       ],
       hitsAddend: 7,
-      quotaModeEnabled: true,
     });
   });
 });

@@ -240,7 +240,7 @@ describe('limiter: several limits, non-wire fields, quota mode', () => {
     expect(response.statuses[0]!.overLimitWithLocalCache).toBe(true);
   });
 
-  it('quota mode: over limit answers OK without a reset, charges nothing, and is listed in metadata', async () => {
+  it('quota mode: the only quota descriptor over its limit says OVER_LIMIT and rejects, charging nothing', async () => {
     const quota = makeRule({ quotaMode: true, requestsPerUnit: 1 });
     const plain = makeRule({ requestsPerUnit: 5 });
     const clock = createManualClock();
@@ -253,21 +253,20 @@ describe('limiter: several limits, non-wire fields, quota mode', () => {
     expect(first.dynamicMetadata).toEqual({
       domain: 'd',
       descriptors: [{ entries: ['p=v'] }, { entries: ['q=v'] }],
-      quotaModeEnabled: true,
     });
     const second = await limiter.decide(snapshot, request);
-    expect(second.overallCode).toBe('OK');
+    // Every quota descriptor of the request (the only one) is over: rejected, as the reference.
+    expect(second.overallCode).toBe('OVER_LIMIT');
     expect(second.statuses[1]).toMatchObject({
-      code: 'OK',
+      code: 'OVER_LIMIT',
       limitRemaining: 0,
-      durationUntilResetMs: undefined,
+      durationUntilResetMs: 61_000, // the sliding window’s wait
       overLimit: true,
     });
-    expect(second.statuses[0]!.limitRemaining).toBe(3);
-    expect(second.dynamicMetadata!['quotaModeViolations']).toEqual([1]);
-    // The over-limit quota counter was not charged: the plain one was, once per call.
+    expect(second.statuses[0]!.limitRemaining).toBe(4);
+    // The rejected request charged nothing: each counter holds the first call's hit.
     const counts = new Map(store.top!(10).map((counter) => [counter.key.split('|')[3], counter]));
-    expect(counts.get('p=v')!.count).toBe(2);
+    expect(counts.get('p=v')!.count).toBe(1);
     expect(counts.get('q=v')!.count).toBe(1);
   });
 });

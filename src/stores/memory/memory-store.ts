@@ -46,6 +46,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../counter-store.js';
+import { quotaRejects } from '../counter-store.js';
 
 /** Why counters were dropped: all their hits had expired, or the key cap forced out live ones. */
 export type EvictReason = 'expired' | 'lru';
@@ -110,7 +111,8 @@ export interface MemoryStoreOptions {
  *    When the same key appears more than once in a batch, specs are checked in order against a
  *    tentative total that includes the hits of the earlier specs on that key, so spec `i` has
  *    room iff `live + (hits of specs <= i on that key) <= its limit`;
- * 2. if every `enforced` spec has room, every spec with hits > 0 is charged (`shadow` ones even
+ * 2. if every `enforced` spec has room and the quota rule admits (`quotaRejects`: not every
+ *    quota group is over), every spec with hits > 0 is charged (`shadow` ones even
  *    when over, `quota` ones only when they have room); otherwise none is, and no entry is
  *    created;
  * 3. each result is read from the counter as it is after the batch: `remaining` is
@@ -294,6 +296,7 @@ class MemoryStore implements CounterStore {
 
     // Check every spec before charging any.
     let admitted = true;
+    let quotaGroups = false;
     // The first spec of each key: a scan for small batches, a map for large ones (a scan is
     // quadratic, and MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors).
     const firstByKey = count > 16 ? new Map<string, number>() : undefined;
@@ -350,7 +353,9 @@ class MemoryStore implements CounterStore {
       );
       over[i] = lacksRoom;
       if (lacksRoom && spec.mode === 'enforced') admitted = false;
+      if (spec.quotaGroup !== undefined) quotaGroups = true;
     }
+    if (admitted && quotaGroups && quotaRejects(specs, over)) admitted = false;
 
     if (admitted) {
       for (let i = 0; i < count; i++) {

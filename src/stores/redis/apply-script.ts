@@ -14,7 +14,9 @@
  * - `ARGV[2]`: `'1'` for a dry run (decide and report, never charge), else `'0'`;
  * - `ARGV[3]`: extra TTL in ms added past the moment a counter holds nothing;
  * - then 6 values per spec, in KEYS order: algorithm ({@link ALGORITHM_CODES}), limit, window ms,
- *   burst, hits, mode (`e` enforced, `s` shadow, `q` quota).
+ *   burst, hits, mode (`e` enforced, `s` shadow, `q` quota; `q` followed by a number is a quota
+ *   counter of that quota group: the batch is rejected when every group has a counter without
+ *   room, `quotaRejects` in counter-store.ts).
  *
  * Reply: a flat array of integers: `admitted` (1 or 0), then per spec `overLimit` (1 or 0),
  * `remaining`, `resetMs`.
@@ -102,6 +104,8 @@ local n = #KEYS
 local ST, CUM, OVER = {}, {}, {}
 local states = {}
 local admitted = true
+-- Quota groups seen (group -> some counter of it lacks room); nil when there are none.
+local groups = nil
 -- fixed_window: the hits of the whole batch on each key.
 local fwtot = nil
 for i = 1, n do
@@ -263,7 +267,22 @@ for i = 1, n do
     room = st.t + cum <= limit
   end
   OVER[i] = not room
-  if not room and ARGV[o + 6] == 'e' then admitted = false end
+  local mode = ARGV[o + 6]
+  if not room and mode == 'e' then admitted = false end
+  if #mode > 1 then
+    local g = string.sub(mode, 2)
+    groups = groups or {}
+    if not room then
+      groups[g] = true
+    elseif groups[g] == nil then
+      groups[g] = false
+    end
+  end
+end
+if admitted and groups then
+  local all = true
+  for _, g in pairs(groups) do if not g then all = false end end
+  if all then admitted = false end
 end
 
 -- Pass 2: charge every spec of an admitted batch (quota specs only when they had room).
@@ -271,7 +290,7 @@ if admitted and not dry then
   for i = 1, n do
     local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
     local hits = tonumber(ARGV[o + 5])
-    if hits > 0 and not (OVER[i] and ARGV[o + 6] == 'q') then
+    if hits > 0 and not (OVER[i] and string.sub(ARGV[o + 6], 1, 1) == 'q') then
       local a, st, w = tonumber(ARGV[o + 1]), ST[i], tonumber(ARGV[o + 3])
       local key = st.key
       if a == SW then

@@ -21,6 +21,7 @@ import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StoreMetricsSink } from '../../metrics/metrics.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
+import { quotaRejects } from '../counter-store.js';
 import { ALGORITHM_CODES, APPLY_SCRIPT, MODE_CODES } from './apply-script.js';
 import { hashTagOf, redisKeyOf, slotOfTag } from './keys.js';
 import { LocalOverLimitCache } from './local-cache.js';
@@ -356,10 +357,13 @@ class RedisStore implements CounterStore {
     const groups = this.groupsOf(specs);
     if (groups.length === 1) {
       const group = groups[0]!;
-      const reply = await this.call(group, specs, dry);
+      const reply = await this.call(group, specs, dry, true);
       return decode(reply, specs.length);
     }
-    const replies = await Promise.all(groups.map((group) => this.call(group, specs, dry)));
+    // No script sees every quota group: each gets its quota counters as never rejecting, and the
+    // quota rule is applied to the merged results below (after the charge, as across groups the
+    // all-or-nothing rule is too).
+    const replies = await Promise.all(groups.map((group) => this.call(group, specs, dry, false)));
     const results = new Array<CounterResult>(specs.length);
     let admitted = true;
     for (let g = 0; g < groups.length; g++) {
@@ -368,6 +372,14 @@ class RedisStore implements CounterStore {
       const indexes = groups[g]!.indexes;
       for (let k = 0; k < indexes.length; k++) results[indexes[k]!] = partial.results[k]!;
     }
+    if (
+      admitted &&
+      quotaRejects(
+        specs,
+        results.map((r) => r.overLimit),
+      )
+    )
+      admitted = false;
     return { admitted, results };
   }
 
@@ -399,8 +411,16 @@ class RedisStore implements CounterStore {
     return groups;
   }
 
-  /** One script call for `group`; failures become STORE_UNAVAILABLE. */
-  private async call(group: Group, specs: readonly CounterSpec[], dry: boolean): Promise<unknown> {
+  /**
+   * One script call for `group`; failures become STORE_UNAVAILABLE. `quotaGroups`: pass each
+   * quota counter's group so the script applies the quota rule (only when it sees every spec).
+   */
+  private async call(
+    group: Group,
+    specs: readonly CounterSpec[],
+    dry: boolean,
+    quotaGroups: boolean,
+  ): Promise<unknown> {
     const state = group.client;
     if (!state.healthy()) {
       this.metrics?.storeError('unavailable');
@@ -425,7 +445,10 @@ class RedisStore implements CounterStore {
       args[a++] = spec.windowMs;
       args[a++] = spec.burst;
       args[a++] = spec.hits;
-      args[a++] = MODE_CODES[spec.mode];
+      args[a++] =
+        quotaGroups && spec.quotaGroup !== undefined
+          ? `${MODE_CODES.quota}${spec.quotaGroup}`
+          : MODE_CODES[spec.mode];
     }
     try {
       const pending = (state.client as unknown as ScriptClient).sluiceApply(...args);

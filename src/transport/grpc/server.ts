@@ -12,7 +12,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import type { GrpcConnectionSettings } from '../../settings.js';
-import { GRPC_STATUS_BY_CODE, toCallError } from '../status.js';
+import { GRPC_STATUS_BY_CODE, toCallError, unmarshalErrorText } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
@@ -43,6 +43,8 @@ export interface GrpcServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: grpc-js's defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Hand each call's metadata to the service (tracing reads the caller's trace from it). */
+  readonly traceHeaders?: boolean;
 }
 
 /**
@@ -84,6 +86,7 @@ class Malformed {
 /** Create the server (not yet listening). */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { service, logger, maxReceiveMessageBytes } = options;
+  const traceHeaders = options.traceHeaders === true;
   const pkg = loadRlsPackage();
   const definition = rlsServiceDefinition(pkg);
   const method = definition.ShouldRateLimit!;
@@ -99,11 +102,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
           const decoded: unknown = decode(bytes);
           const invalid = findInvalidUtf8(bytes, decoded);
           // Proto3 strings must be UTF-8; the decoder would count replacement characters instead.
-          return invalid === undefined
-            ? decoded
-            : new Malformed(`string field contains invalid UTF-8 (${invalid})`);
-        } catch (err) {
-          return new Malformed(err instanceof Error ? err.message : String(err));
+          return invalid === undefined ? decoded : new Malformed(unmarshalErrorText(true));
+        } catch {
+          return new Malformed(unmarshalErrorText(false));
         }
       },
     },
@@ -127,10 +128,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     ): void {
       const wire = call.request;
       if (wire instanceof Malformed) {
-        callback({
-          code: grpc.status.INVALID_ARGUMENT,
-          details: `malformed RateLimitRequest: ${wire.reason}`,
-        });
+        callback({ code: grpc.status.INVALID_ARGUMENT, details: wire.reason });
         return;
       }
       let request;
@@ -140,7 +138,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
         callback(toServiceError(err, logger));
         return;
       }
-      service.shouldRateLimit(request).then(
+      service.shouldRateLimit(request, traceHeaders ? call.metadata.getMap() : undefined).then(
         (response) => callback(null, responseToWire(response)),
         (err: unknown) => callback(toServiceError(err, logger)),
       );

@@ -22,7 +22,11 @@ import {
 
 /** The bytes are not a well-formed message of the expected type. */
 export class DecodeError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** A string field is not UTF-8 (the message is otherwise well formed so far). */
+    readonly invalidUtf8 = false,
+  ) {
     super(message);
     this.name = 'DecodeError';
   }
@@ -139,7 +143,7 @@ class Reader {
     try {
       return utf8.decode(buf.subarray(start, end));
     } catch {
-      throw new DecodeError('string field is not valid UTF-8');
+      throw new DecodeError('string field is not valid UTF-8', true);
     }
   }
 

@@ -21,7 +21,7 @@ import type { RateLimitResponse } from '../../model.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { RLS_SERVICE_NAME } from '../grpc/proto.js';
-import { GrpcStatus, toCallError, type GrpcStatusCode } from '../status.js';
+import { GrpcStatus, toCallError, unmarshalErrorText, type GrpcStatusCode } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import {
   DecodeError,
@@ -81,6 +81,8 @@ export interface LeanServerOptions {
    * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
    */
   readonly tls?: ServerTls | undefined;
+  /** Hand each call's headers to the service (tracing reads the caller's trace from them). */
+  readonly traceHeaders?: boolean;
 }
 
 /** A gRPC server that can be started and stopped (the lean and the grpc-js server alike). */
@@ -161,6 +163,8 @@ interface Call {
   timer: NodeJS.Timeout | undefined;
   /** Stops a Watch call's subscription. */
   unwatch: (() => void) | undefined;
+  /** The request headers, kept only when tracing is on (`traceHeaders`). */
+  readonly headers: http2.IncomingHttpHeaders | undefined;
 }
 
 const CALL = Symbol('sluice.call');
@@ -169,6 +173,7 @@ type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
 /** Create the lean server (not yet listening). */
 export function createLeanServer(options: LeanServerOptions): LeanServer {
   const { service, logger, maxReceiveMessageBytes, health, reflection, tls } = options;
+  const traceHeaders = options.traceHeaders === true;
   const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
   const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
   const idleTimeoutMs = options.idleTimeoutMs ?? 0;
@@ -346,6 +351,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       done: false,
       timer: undefined,
       unwatch: undefined,
+      headers: traceHeaders ? headers : undefined,
     };
     const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
     if (timeoutMs !== undefined) {
@@ -492,7 +498,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       request = decodeRateLimitRequest(message);
     } catch (err) {
       if (err instanceof DecodeError) {
-        fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed RateLimitRequest: ${err.message}`);
+        fail(call, GrpcStatus.INVALID_ARGUMENT, unmarshalErrorText(err.invalidUtf8));
       } else {
         const { code, details } = toCallError(err, logger);
         fail(call, code, details);
@@ -501,7 +507,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     }
     let answer: Promise<RateLimitResponse>;
     try {
-      answer = service.shouldRateLimit(request);
+      answer = service.shouldRateLimit(request, call.headers);
     } catch (err) {
       const { code, details } = toCallError(err, logger);
       fail(call, code, details);
