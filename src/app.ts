@@ -6,6 +6,7 @@ import { systemClock, type Clock } from './clock.js';
 import { createFileSource, createServingConfig, type RuleSource } from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { createLimiter } from './limiter/limiter.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -41,6 +42,15 @@ export interface AppOptions {
    * that file system events alone apply a change).
    */
   readonly watchPollIntervalMs?: number;
+  /**
+   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * instead of it (the whole service's sum). `undefined`: this process's metrics.
+   */
+  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  /** Server processes of the service (the start-up line's `workers`; default 1). */
+  readonly workers?: number;
+  /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
+  readonly logStartup?: boolean;
 }
 
 /** Where the app listens once started. */
@@ -95,7 +105,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const latencies = pushesStats ? createLatencyReservoir() : undefined;
   // Bytes held by unfinished requests of the gRPC port and /json together.
   const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
-  const metrics = createMetrics({
+  const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
     latencyTap: latencies,
@@ -103,6 +113,10 @@ export async function createApp(options: AppOptions): Promise<App> {
     requestBufferBytes: () => requestBudget.heldBytes,
     configDomains: () => serving.current().domains.size,
   });
+  const metrics: Metrics =
+    options.metricsRender === undefined
+      ? local
+      : { ...local, render: options.metricsRender(local.registry) };
 
   for (const notice of settings.notices) logger.warn(notice);
 
@@ -304,21 +318,23 @@ export async function createApp(options: AppOptions): Promise<App> {
         });
       }
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
-      logStartup(logger, {
-        version: SLUICE_VERSION,
-        listeners: {
-          grpc: formatHostPort(settings.grpcHost, grpcPort),
-          http: formatHostPort(settings.httpHost, httpPort),
-          debug: formatHostPort(settings.debugHost, debugPort),
-          ...(prometheusPort === undefined
-            ? {}
-            : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
-        },
-        store: settings.backendType,
-        grpcTls: describeTls(settings),
-        configOrigin: source.kind === 'xds' ? 'xds' : settings.config.origin,
-        snapshot: current(),
-      });
+      if (options.logStartup !== false)
+        logStartup(logger, {
+          workers: options.workers ?? 1,
+          version: SLUICE_VERSION,
+          listeners: {
+            grpc: formatHostPort(settings.grpcHost, grpcPort),
+            http: formatHostPort(settings.httpHost, httpPort),
+            debug: formatHostPort(settings.debugHost, debugPort),
+            ...(prometheusPort === undefined
+              ? {}
+              : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
+          },
+          store: settings.backendType,
+          grpcTls: describeTls(settings),
+          configOrigin: source.kind === 'xds' ? 'xds' : settings.config.origin,
+          snapshot: current(),
+        });
       return { grpcPort, httpPort, debugPort, prometheusPort };
     },
     close() {

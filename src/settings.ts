@@ -2,6 +2,7 @@
  * Settings: environment variables (the reference's names and defaults where it has them) and
  * command-line flags, turned into one frozen, typed object. Every problem is reported at once.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
@@ -108,6 +109,12 @@ export interface Settings {
   readonly grpcMaxReceiveMessageBytes: number;
   /** `SHUTDOWN_GRACE_MS` (default 10000): how long in-flight calls may take at shutdown. */
   readonly shutdownGraceMs: number;
+  /**
+   * `WORKERS`: server processes sharing the listening ports (node:cluster). Redis store: default
+   * one per core (`os.availableParallelism()`); memory store: 1, the only value it takes (its
+   * counters live in one process).
+   */
+  readonly workers: number;
   /** HTTP listen address for /healthcheck, /json and /metrics (`HOST`, default `0.0.0.0`). */
   readonly httpHost: string;
   /** HTTP listen port (`PORT`, default 8080; 0 picks a free port). */
@@ -468,6 +475,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
     grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    workers: workersSetting(r, backendType),
     httpHost: r.string('HOST', '0.0.0.0', flags.httpHost),
     httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
     debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
@@ -573,6 +581,24 @@ function defaultAlgorithm(r: Reader): Algorithm {
     return 'sliding_window';
   }
   return algorithm;
+}
+
+/**
+ * `WORKERS`: 1 to 256 server processes; default one per core with the Redis store, 1 with the
+ * memory store, which refuses more (each process would count on its own).
+ */
+function workersSetting(r: Reader, backendType: 'memory' | 'redis'): number {
+  if (backendType === 'memory') {
+    const workers = r.int('WORKERS', 1, 1, 256);
+    if (workers > 1) {
+      r.problems.push(
+        `WORKERS=${workers}: the memory store keeps its counters in one process; use WORKERS=1 ` +
+          '(or leave it unset), or BACKEND_TYPE=redis to serve from several processes',
+      );
+    }
+    return 1;
+  }
+  return r.int('WORKERS', Math.min(256, os.availableParallelism()), 1, 256);
 }
 
 /** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
