@@ -221,9 +221,11 @@ export async function benchGrpc(
           ? undefined
           : await target(
               await startSluice('lean', rulesDir, {
-                TRACING_ENABLED: 'true',
-                TRACING_SAMPLING_RATE: '1',
-                OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+                env: {
+                  TRACING_ENABLED: 'true',
+                  TRACING_SAMPLING_RATE: '1',
+                  OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+                },
               }),
             );
       await load(noop, bounds.warmupMs, 0, bounds.maxCalls);

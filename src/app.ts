@@ -3,11 +3,10 @@
  * the app is separate from listening so tests build it, then listen on port 0.
  */
 import { systemClock, type Clock } from './clock.js';
-import { loadSnapshot } from './config/load.js';
+import { createFileSource, createServingConfig, type RuleSource } from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
-import { watchConfig } from './config/watch.js';
-import { formatConfigProblem, ConfigError, SluiceError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -25,6 +24,8 @@ import { createPrometheusServer } from './transport/http/prometheus.js';
 import { createRequestBudget } from './transport/limits.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
 import { createTracing } from './tracing/tracing.js';
+import { createXdsSource } from './transport/xds/source.js';
+import { SluiceError } from './errors.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -41,6 +42,15 @@ export interface AppOptions {
    * that file system events alone apply a change).
    */
   readonly watchPollIntervalMs?: number;
+  /**
+   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * instead of it (the whole service's sum). `undefined`: this process's metrics.
+   */
+  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  /** Server processes of the service (the start-up line's `workers`; default 1). */
+  readonly workers?: number;
+  /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
+  readonly logStartup?: boolean;
 }
 
 /** Where the app listens once started. */
@@ -90,8 +100,6 @@ export async function createApp(options: AppOptions): Promise<App> {
     maxRulesPerFile: settings.configMaxRulesPerFile,
     maxRules: settings.configMaxRules,
   };
-  // The snapshot serving: set by the first load or by a newer reload.
-  let current: ConfigSnapshot | undefined;
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
   const stats = settings.stats;
@@ -99,7 +107,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const latencies = pushesStats ? createLatencyReservoir() : undefined;
   // Bytes held by unfinished requests of the gRPC port and /json together.
   const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
-  const metrics = createMetrics({
+  const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
     maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
@@ -107,75 +115,49 @@ export async function createApp(options: AppOptions): Promise<App> {
     latencyTap: latencies,
     latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
     requestBufferBytes: () => requestBudget.heldBytes,
-    configDomains: () => current?.domains.size ?? 0,
+    configDomains: () => serving.current().domains.size,
   });
+  const metrics: Metrics =
+    options.metricsRender === undefined
+      ? local
+      : { ...local, render: options.metricsRender(local.registry) };
 
-  const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
-    const fields = { files: snapshot.files, domains: [...snapshot.domains.keys()] };
-    if (snapshot.domains.size === 0) {
-      // Every call is answered OK from now on: say so loudly (sluice_config_domains is 0 too).
-      configLog.warn(
-        { ...fields, paths: settings.config.paths },
-        `${msg} with no domains: nothing is rate limited until a rule file is added`,
-      );
-    } else {
-      configLog.info(fields, msg);
-    }
-    if (snapshot.warnings.length > 0) {
-      configLog.warn(
-        { warnings: snapshot.warnings.map(formatConfigProblem) },
-        'rate limit config warnings',
-      );
-    }
-  };
+  for (const notice of settings.notices) logger.warn(notice);
 
-  // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
-  // change made during that load is seen; a snapshot it builds is never older than the first's.
-  const watcher =
-    options.watch === false
-      ? undefined
-      : watchConfig({
+  // The rules: from files (loaded now; an invalid set stops the start) or from an xDS server
+  // (its first update is awaited by start(), unless FORCE_START_WITHOUT_INITIAL_CONFIG).
+  const serving = createServingConfig({
+    logger: configLog,
+    counters: metrics.service,
+    paths: settings.configType === 'GRPC_XDS_SOTW' ? undefined : settings.config.paths,
+    origin: settings.configType === 'GRPC_XDS_SOTW' ? 'xds' : settings.config.origin,
+  });
+  const source: RuleSource =
+    settings.configType === 'GRPC_XDS_SOTW' && settings.xds !== undefined
+      ? await createXdsSource({
+          ...loadOptions,
+          xds: settings.xds,
+          logger: logger.child({ module: 'xds' }),
+        })
+      : createFileSource({
+          ...loadOptions,
           paths: settings.config.paths,
-          mergeDomainConfigs: settings.mergeDomainConfigs,
-          defaultAlgorithm: settings.defaultAlgorithm,
-          maxRulesPerFile: settings.configMaxRulesPerFile,
-          maxRules: settings.configMaxRules,
+          watch: options.watch,
           pollIntervalMs: options.watchPollIntervalMs,
-          onSnapshot(snapshot) {
-            metrics.service.configLoadSuccess++;
-            current = snapshot;
-            logLoaded(snapshot, 'rate limit config reloaded');
-          },
-          onError(error) {
-            metrics.service.configLoadError++;
-            const problems =
-              error instanceof ConfigError
-                ? error.problems.map(formatConfigProblem)
-                : [error.message];
-            configLog.error(
-              { problems },
-              'rate limit config reload failed; the previous config keeps serving',
-            );
-          },
         });
-  try {
-    await watcher?.ready;
-    const initial = await loadSnapshot(settings.config.paths, loadOptions);
-    metrics.service.configLoadSuccess++;
-    current ??= initial;
-  } catch (err) {
-    watcher?.close();
-    throw err;
+  let firstUpdate: Promise<void> | undefined;
+  if (source.kind === 'file') {
+    await source.start(serving);
+  } else {
+    firstUpdate = source.start(serving);
   }
-  logLoaded(current, `rate limit config loaded from ${settings.config.origin} source`);
-  // Set from here on: by the first load or by a newer reload.
-  const serving = (): ConfigSnapshot => current!;
+  const current = (): ConfigSnapshot => serving.current();
 
   let store: CounterStore;
   try {
     store = await createStore(settings, { clock, logger, metrics: metrics.store });
   } catch (err) {
-    watcher?.close();
+    source.close();
     throw err;
   }
   // The SDK is loaded only when tracing is on; off, nothing below does any work for it.
@@ -197,7 +179,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   });
   const service = createRateLimitService({
     limiter,
-    config: serving,
+    config: current,
     bounds: {
       maxDescriptors: settings.maxDescriptorsPerRequest,
       maxEntries: settings.maxEntriesPerDescriptor,
@@ -219,7 +201,11 @@ export async function createApp(options: AppOptions): Promise<App> {
   });
   storeRef.current = store;
   const health = createHealthSignal({
-    configLoaded: () => current !== undefined,
+    // As the reference: the config counts for health only with
+    // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, and then needs at least one domain.
+    configLoaded: settings.healthyWithAtLeastOneConfigLoaded
+      ? () => current().domains.size > 0
+      : () => true,
     storeHealthy: () => store.healthy(),
   });
   const httpServer = createHttpServer({
@@ -232,7 +218,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     logger: logger.child({ module: 'http' }),
   });
   const debugServer = createDebugServer({
-    snapshot: serving,
+    snapshot: current,
     store,
     health,
     metrics,
@@ -278,13 +264,23 @@ export async function createApp(options: AppOptions): Promise<App> {
   let statsdSink: StatsdSink | undefined;
 
   let closing: Promise<void> | undefined;
+  let closed = (): void => {};
+  const closedEarly = new Promise<void>((resolve) => (closed = resolve));
   return {
     service,
     store,
     metrics,
     health,
-    snapshot: serving,
+    snapshot: current,
     async start() {
+      if (firstUpdate !== undefined && !settings.forceStartWithoutInitialConfig) {
+        // As the reference: no port opens before the xDS server's first update.
+        configLog.info('waiting for the first rule set from the xDS server');
+        await Promise.race([firstUpdate, closedEarly]);
+        if (closing !== undefined) {
+          throw new SluiceError('INTERNAL', 'closed before the first rule set arrived');
+        }
+      }
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
       const httpPort = await listenAs(
         'HTTP',
@@ -326,31 +322,34 @@ export async function createApp(options: AppOptions): Promise<App> {
         });
       }
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
-      logStartup(logger, {
-        version: SLUICE_VERSION,
-        listeners: {
-          grpc: formatHostPort(settings.grpcHost, grpcPort),
-          http: formatHostPort(settings.httpHost, httpPort),
-          debug: formatHostPort(settings.debugHost, debugPort),
-          ...(prometheusPort === undefined
-            ? {}
-            : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
-        },
-        store: settings.backendType,
-        grpcTls: describeTls(settings),
-        configOrigin: settings.config.origin,
-        snapshot: serving(),
-      });
+      if (options.logStartup !== false)
+        logStartup(logger, {
+          workers: options.workers ?? 1,
+          version: SLUICE_VERSION,
+          listeners: {
+            grpc: formatHostPort(settings.grpcHost, grpcPort),
+            http: formatHostPort(settings.httpHost, httpPort),
+            debug: formatHostPort(settings.debugHost, debugPort),
+            ...(prometheusPort === undefined
+              ? {}
+              : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
+          },
+          store: settings.backendType,
+          grpcTls: describeTls(settings),
+          configOrigin: source.kind === 'xds' ? 'xds' : settings.config.origin,
+          snapshot: current(),
+        });
       return { grpcPort, httpPort, debugPort, prometheusPort };
     },
     close() {
+      closed();
       closing ??= (async () => {
         // Health fails first (HTTP and gRPC), so probes see the drain before listeners go.
         health.drain();
         if (settings.shutdownDelayMs > 0) {
           await new Promise((resolve) => setTimeout(resolve, settings.shutdownDelayMs));
         }
-        watcher?.close();
+        source.close();
         tls?.close();
         await Promise.all([
           grpcServer.close(settings.shutdownGraceMs),

@@ -13,6 +13,14 @@ import { createLogger } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
 import { SLUICE_VERSION } from './version.js';
+import {
+  isWorker,
+  onShutdown,
+  reportReady,
+  runPrimary,
+  workerMetricsRender,
+  workerNumber,
+} from './workers.js';
 
 const SERVE_HELP = `Usage: sluice serve [--config PATH]... [--grpc-host HOST] [--grpc-port PORT]
                     [--host HOST] [--port PORT] [--debug-host HOST] [--debug-port PORT]
@@ -221,12 +229,25 @@ async function serve(args: string[]): Promise<number> {
   const grpcLog = logger.child({ module: 'grpc-js' });
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
-  const app = await createApp({ settings, logger });
+  // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
+  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  const worker = isWorker();
+  const app = await createApp({
+    settings,
+    logger,
+    metricsRender: worker ? workerMetricsRender : undefined,
+    workers: settings.workers,
+    logStartup: workerNumber() === 1,
+  });
   await app.start();
+  if (worker) reportReady();
 
   return new Promise<number>((resolve) => {
     let stopping = false;
-    const stop = (signal: NodeJS.Signals): void => {
+    const stop = (signal: NodeJS.Signals | 'primary'): void => {
+      // The primary's word after a signal of our own (Ctrl-C reaches every process) is no second
+      // signal.
+      if (stopping && signal === 'primary') return;
       if (stopping) {
         logger.warn({ signal }, 'second signal: exiting now');
         resolve(1);
@@ -244,6 +265,7 @@ async function serve(args: string[]): Promise<number> {
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
+    if (worker) onShutdown(() => stop('primary'));
   });
 }
 

@@ -2,6 +2,7 @@
  * Settings: environment variables (the reference's names and defaults where it has them) and
  * command-line flags, turned into one frozen, typed object. Every problem is reported at once.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
@@ -19,6 +20,7 @@ import {
   DEFAULT_REQUEST_BUFFER_BYTES,
   type GrpcLimits,
 } from './transport/limits.js';
+import type { XdsOptions } from './transport/xds/options.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -46,8 +48,28 @@ export interface Settings {
   readonly logLevel: LogLevel;
   /** `LOG_FORMAT`: `json` (default) or `text`. */
   readonly logFormat: 'json' | 'text';
-  /** Rule files (from `--config`, `RUNTIME_*`, or the bundled demo). */
+  /** Rule files (from `--config`, `RUNTIME_*`, or the bundled demo); read when `configType` is `FILE`. */
   readonly config: ConfigSource;
+  /**
+   * `CONFIG_TYPE`: where the rules come from: `FILE` (default: the files of `config`) or
+   * `GRPC_XDS_SOTW` (an xDS management server, `xds`).
+   */
+  readonly configType: 'FILE' | 'GRPC_XDS_SOTW';
+  /** The xDS client's settings; `undefined` unless `configType` is `GRPC_XDS_SOTW`. */
+  readonly xds: XdsOptions | undefined;
+  /**
+   * `FORCE_START_WITHOUT_INITIAL_CONFIG`: with an xDS source, open the ports before the first rule
+   * set arrives (calls fail with `no rate limit configuration loaded` until then). Without it,
+   * start-up waits for the first update, as the reference does.
+   */
+  readonly forceStartWithoutInitialConfig: boolean;
+  /**
+   * `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: health fails while the serving rules have no
+   * domain (none received yet, or an empty rule set).
+   */
+  readonly healthyWithAtLeastOneConfigLoaded: boolean;
+  /** Settings that were read but change nothing, one sentence each; logged as warnings at start-up. */
+  readonly notices: readonly string[];
   /** `MERGE_DOMAIN_CONFIG`: merge files that declare the same domain instead of failing. */
   readonly mergeDomainConfigs: boolean;
   /**
@@ -98,6 +120,12 @@ export interface Settings {
   readonly grpcMaxReceiveMessageBytes: number;
   /** `SHUTDOWN_GRACE_MS` (default 10000): how long in-flight calls may take at shutdown. */
   readonly shutdownGraceMs: number;
+  /**
+   * `WORKERS`: server processes sharing the listening ports (node:cluster). Redis store: default
+   * one per core (`os.availableParallelism()`); memory store: 1, the only value it takes (its
+   * counters live in one process).
+   */
+  readonly workers: number;
   /** HTTP listen address for /healthcheck, /json and /metrics (`HOST`, default `0.0.0.0`). */
   readonly httpHost: string;
   /** HTTP listen port (`PORT`, default 8080; 0 picks a free port). */
@@ -430,6 +458,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
 
   // The byte budgets' defaults grow with it, so raising it alone never fails the start.
   const maxMessageBytes = r.int('GRPC_MAX_RECEIVE_MESSAGE_LENGTH', 1_048_576, 1024, 64 * 1_048_576);
+  const configType = configTypeSetting(r);
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
@@ -437,6 +466,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     logLevel: logLevel ?? 'warn',
     logFormat: formatText === 'text' ? 'text' : 'json',
     config: configSource(r, flags.config),
+    configType,
+    xds: configType === 'GRPC_XDS_SOTW' ? xdsSettings(r, flags.config) : undefined,
+    forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG', false),
+    healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+    notices: notices(r),
     mergeDomainConfigs: r.bool('MERGE_DOMAIN_CONFIG', false),
     backendType,
     backendTypeInferred,
@@ -455,6 +489,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
     grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    workers: workersSetting(r, backendType),
     httpHost: r.string('HOST', '0.0.0.0', flags.httpHost),
     httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
     debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
@@ -573,6 +608,24 @@ function defaultAlgorithm(r: Reader): Algorithm {
   return algorithm;
 }
 
+/**
+ * `WORKERS`: 1 to 256 server processes; default one per core with the Redis store, 1 with the
+ * memory store, which refuses more (each process would count on its own).
+ */
+function workersSetting(r: Reader, backendType: 'memory' | 'redis'): number {
+  if (backendType === 'memory') {
+    const workers = r.int('WORKERS', 1, 1, 256);
+    if (workers > 1) {
+      r.problems.push(
+        `WORKERS=${workers}: the memory store keeps its counters in one process; use WORKERS=1 ` +
+          '(or leave it unset), or BACKEND_TYPE=redis to serve from several processes',
+      );
+    }
+    return 1;
+  }
+  return r.int('WORKERS', Math.min(256, os.availableParallelism()), 1, 256);
+}
+
 /** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
 function grpcServerKind(r: Reader): 'lean' | 'grpc-js' {
   const text = r.string('GRPC_SERVER', 'lean').toLowerCase();
@@ -610,6 +663,149 @@ function grpcTlsSettings(r: Reader): GrpcTlsSettings | undefined {
     );
   }
   return { certFile: certFile ?? '', keyFile: keyFile ?? '', clientCaFile, clientSan };
+}
+
+/** `CONFIG_TYPE`: `FILE` (default) or `GRPC_XDS_SOTW`, the reference's two values (any case). */
+function configTypeSetting(r: Reader): 'FILE' | 'GRPC_XDS_SOTW' {
+  const text = r.string('CONFIG_TYPE', 'FILE');
+  const upper = text.trim().toUpperCase();
+  if (upper === 'FILE' || upper === 'GRPC_XDS_SOTW') return upper;
+  r.problems.push(
+    `CONFIG_TYPE=${JSON.stringify(text)}: expected FILE (rules from files, the default) or GRPC_XDS_SOTW (rules from an xDS management server)`,
+  );
+  return 'FILE';
+}
+
+/**
+ * The xDS client's settings (`CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), with the reference's names and
+ * defaults. TLS files are only checked for presence here; the client reads them at start.
+ */
+function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOptions {
+  if (flagPaths !== undefined && flagPaths.length > 0) {
+    r.problems.push(
+      '--config reads rule files, but CONFIG_TYPE=GRPC_XDS_SOTW takes the rules from the xDS server; drop --config or set CONFIG_TYPE=FILE',
+    );
+  }
+  const serverUrl = r.string('CONFIG_GRPC_XDS_SERVER_URL', 'localhost:18000').trim();
+  // host:port as the reference documents it, or a gRPC target name (dns:///host:port, unix:path).
+  const hostPort = /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):\d{1,5}$/;
+  if (!hostPort.test(serverUrl) && !/^(dns|unix|ipv4|ipv6):\S+$/.test(serverUrl)) {
+    r.problems.push(
+      `CONFIG_GRPC_XDS_SERVER_URL=${JSON.stringify(serverUrl)}: expected host:port of the xDS management server (for example envoy-gateway:18001) or a gRPC target such as dns:///host:port`,
+    );
+  }
+  const backoffInitialMs = r.duration('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 10_000);
+  const backoffMaxMs = r.duration('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000);
+  if (backoffMaxMs < backoffInitialMs) {
+    r.problems.push(
+      `XDS_CLIENT_BACKOFF_MAX_INTERVAL (${backoffMaxMs} ms) must be at least XDS_CLIENT_BACKOFF_INITIAL_INTERVAL (${backoffInitialMs} ms)`,
+    );
+  }
+  const maxMessage = r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2_147_483_647);
+  const useTls = r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS', false);
+  const certFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_CERT');
+  const keyFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_KEY');
+  if (useTls && (certFile === undefined) !== (keyFile === undefined)) {
+    r.problems.push(
+      'CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: set both for a client certificate (mTLS), or neither',
+    );
+  }
+  return {
+    serverUrl,
+    nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
+    nodeMetadata: keyValueList(r, 'CONFIG_GRPC_XDS_NODE_METADATA', '=', false),
+    headers: keyValueList(r, 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', ':', true),
+    connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
+    backoffInitialMs,
+    backoffMaxMs,
+    backoffFactor: backoffFactor(r),
+    backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
+    maxMessageBytes: maxMessage === 0 ? undefined : maxMessage,
+    tls: useTls
+      ? {
+          caFile: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_CACERT'),
+          certFile,
+          keyFile,
+          serverSan: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_SAN'),
+        }
+      : undefined,
+  };
+}
+
+/** `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`: a number of at least 0 (default 0.5; see XdsOptions). */
+function backoffFactor(r: Reader): number {
+  const text = r.raw('XDS_CLIENT_BACKOFF_RANDOM_FACTOR');
+  if (text === undefined) return 0.5;
+  const value = Number(text.trim());
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1000) {
+    r.problems.push(
+      `XDS_CLIENT_BACKOFF_RANDOM_FACTOR=${JSON.stringify(text)}: expected a number from 0 to 1000 (what the wait is multiplied by per failed attempt)`,
+    );
+    return 0.5;
+  }
+  return value;
+}
+
+/**
+ * A `k1<sep>v1,k2<sep>v2` list (the reference's format for node metadata, `=`, and for the extra
+ * headers, `:`). An item without the separator is refused: the reference drops it silently (node
+ * metadata) or refuses to start (headers), and either way it is a typo worth naming. Header names
+ * are gRPC metadata keys, so they are lower-cased and checked.
+ */
+function keyValueList(
+  r: Reader,
+  name: string,
+  separator: string,
+  headerNames: boolean,
+): Record<string, string> {
+  const text = r.raw(name);
+  const out: Record<string, string> = {};
+  if (text === undefined) return out;
+  for (const item of text.split(',')) {
+    if (item.trim() === '') continue;
+    const at = item.indexOf(separator);
+    const key = (at < 0 ? '' : item.slice(0, at)).trim();
+    if (at < 0 || key === '') {
+      r.problems.push(
+        `${name}: ${JSON.stringify(item)} is not key${separator}value; write ${name}=k1${separator}v1,k2${separator}v2`,
+      );
+      continue;
+    }
+    const value = item.slice(at + 1).trim();
+    if (headerNames) {
+      const lower = key.toLowerCase();
+      if (!/^[0-9a-z_.-]+$/.test(lower) || lower.startsWith('grpc-')) {
+        r.problems.push(
+          `${name}: ${JSON.stringify(key)} is not a usable gRPC metadata key (letters, digits, '-', '_' and '.', not starting with grpc-)`,
+        );
+        continue;
+      }
+      out[lower] = value;
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+/**
+ * Reference settings read only to be checked, and the notices they give. `RUNTIME_IGNOREDOTFILES`
+ * and `RUNTIME_WATCH_ROOT` are booleans the reference refuses to start with when malformed; sluice
+ * checks them the same way and then needs neither (docs/compatibility.md). Envoy Gateway sets
+ * `GRPC_SERVER_TLS_CA_CERT`, a name the reference never reads: its gRPC port then asks for no
+ * client certificate, and neither does sluice's (docs/envoy-gateway.md).
+ */
+function notices(r: Reader): string[] {
+  r.bool('RUNTIME_IGNOREDOTFILES', false);
+  r.bool('RUNTIME_WATCH_ROOT', true);
+  const out: string[] = [];
+  const caCert = r.raw('GRPC_SERVER_TLS_CA_CERT');
+  if (caCert !== undefined) {
+    out.push(
+      `GRPC_SERVER_TLS_CA_CERT=${JSON.stringify(caCert)} is not read (nor by the reference): client certificates on the gRPC port are verified only with GRPC_CLIENT_TLS_CACERT`,
+    );
+  }
+  return out;
 }
 
 /** `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default) or `ietf`, case-insensitive. */

@@ -219,7 +219,8 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
 
   const countFailure = (error: SluiceError): void => {
     if (counters === undefined) return;
-    if (error.code === 'INVALID_REQUEST') counters.serviceErrors++;
+    // NO_CONFIG is a service error in the reference's stats too.
+    if (error.code === 'INVALID_REQUEST' || error.code === 'NO_CONFIG') counters.serviceErrors++;
     else if (error.code === 'STORE_UNAVAILABLE') counters.storeErrors++;
     else counters.internalErrors++;
   };

@@ -261,11 +261,11 @@ describe('createStore', () => {
         expect(batch.results.map((r) => r.remaining)).toEqual([4, 3]);
         const admin = adminClient(server.port);
         try {
-          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}v2\|/, ''))).toEqual([
             'factory:m',
           ]);
           await admin.select(1);
-          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}v2\|/, ''))).toEqual([
             'factory:s',
           ]);
         } finally {

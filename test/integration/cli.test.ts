@@ -63,7 +63,7 @@ describe('starting the way envoyproxy/ratelimit is started', () => {
     const lines = server.proc.output().trim().split('\n');
     expect(lines.find((line) => line.includes('sluice listening'))).toMatch(
       new RegExp(
-        `^\\S+ INFO sluice listening version=\\S+ grpc=127\\.0\\.0\\.1:${server.grpcPort} http=\\S+ debug=\\S+ store=memory config=runtime domains=\\["api"\\] rules=1$`,
+        `^\\S+ INFO sluice listening version=\\S+ grpc=127\\.0\\.0\\.1:${server.grpcPort} http=\\S+ debug=\\S+ store=memory workers=1 config=runtime domains=\\["api"\\] rules=1$`,
       ),
     );
     expect(lines.filter((line) => line.startsWith('{'))).toEqual([]);

@@ -229,6 +229,8 @@ function jsonErrorStatus(error: SluiceError): number {
     case 'STORE_UNAVAILABLE':
     case 'INTERNAL':
       return 500;
+    case 'NO_CONFIG':
+      return 503;
   }
 }
 
