@@ -44,24 +44,29 @@ describe('settings reach the running service', () => {
     expect((await running.client.shouldRateLimit(request)).overall_code).toBe('OVER_LIMIT');
   });
 
-  it('MEMORY_MAX_KEYS caps the live counters, evicting one not used since it was counted', async () => {
+  it('MEMORY_MAX_KEYS caps the live counters, evicting one with room left, never a limiting one', async () => {
     const log = capturingLogger();
     running = await startApp(
-      [await rules({ 'w.yaml': ONE_PER_MINUTE })],
+      [
+        await rules({
+          'w.yaml': ONE_PER_MINUTE.replace('requests_per_unit: 1', 'requests_per_unit: 2'),
+        }),
+      ],
       { MEMORY_MAX_KEYS: '2', MAX_DESCRIPTORS_PER_REQUEST: '1' },
       { logger: log.logger },
     );
     const call = (user: string) =>
       running!.client.shouldRateLimit(rlsRequest('wiring', [{ user }]));
     expect((await call('a')).overall_code).toBe('OK');
+    expect((await call('a')).overall_code).toBe('OK');
     expect((await call('a')).overall_code).toBe('OVER_LIMIT');
     await call('b');
-    // A third key: b, counted once and not used since, is evicted; a, used again, is kept.
+    // A third key: b, with room left, is evicted; a, limiting its client, is kept.
     await call('c');
     expect(running.app.store.size()).toBe(2);
     expect((await call('a')).overall_code).toBe('OVER_LIMIT');
-    // b's counter is gone, so b is admitted again (the cost of a cap set too low), and logged.
-    expect((await call('b')).overall_code).toBe('OK');
+    // b's counter is gone, so b starts again from a full window (the cost of a cap set too low).
+    expect((await call('b')).statuses[0]?.limit_remaining).toBe(1);
     expect(log.lines).toContainEqual(
       expect.objectContaining({ msg: expect.stringMatching(/MEMORY_MAX_KEYS reached/) }),
     );

@@ -182,6 +182,8 @@ describe.skipIf(need.skip)('tracing into a real Jaeger', () => {
       const { app, address } = await start('grpc', {
         BACKEND_TYPE: 'redis',
         REDIS_URL: redis.address,
+        // The first call goes straight to Redis: listen once it answers.
+        REDIS_WAIT_AT_START: 'true',
       });
       const traceId = hex(16);
       await callWith(address, { traceparent: `00-${traceId}-${hex(8)}-01` });
