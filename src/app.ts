@@ -19,6 +19,8 @@ import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
+import { createConfigStatus } from './transport/http/console/config-status.js';
+import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
 
@@ -37,6 +39,8 @@ export interface AppOptions {
    * that file system events alone apply a change).
    */
   readonly watchPollIntervalMs?: number;
+  /** Time between two samples of the debug console's charts, ms (default 5000). */
+  readonly consoleSampleIntervalMs?: number;
 }
 
 /** Where the app listens once started. */
@@ -99,6 +103,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     }
   };
 
+  // What the debug console shows of the loads (docs/operations-console.md).
+  const configStatus = createConfigStatus(clock);
   // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
   // change made during that load is seen; a snapshot it builds is never older than the first's.
   let current: ConfigSnapshot | undefined;
@@ -113,10 +119,12 @@ export async function createApp(options: AppOptions): Promise<App> {
           onSnapshot(snapshot) {
             metrics.service.configLoadSuccess++;
             current = snapshot;
+            configStatus.onSnapshot(snapshot);
             logLoaded(snapshot, 'rate limit config reloaded');
           },
           onError(error) {
             metrics.service.configLoadError++;
+            configStatus.onError(error);
             const problems =
               error instanceof ConfigError
                 ? error.problems.map(formatConfigProblem)
@@ -132,6 +140,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     const initial = await loadSnapshot(settings.config.paths, loadOptions);
     metrics.service.configLoadSuccess++;
     current ??= initial;
+    configStatus.onSnapshot(current);
   } catch (err) {
     watcher?.close();
     throw err;
@@ -186,12 +195,28 @@ export async function createApp(options: AppOptions): Promise<App> {
     maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
     logger: logger.child({ module: 'http' }),
   });
+  const debugLog = logger.child({ module: 'debug' });
+  const debugConsole = createDebugConsole({
+    snapshot: serving,
+    store,
+    metrics,
+    health,
+    configStatus,
+    clock,
+    logger: debugLog,
+    storeInfo: { backend: settings.backendType, failureMode: settings.storeFailureMode },
+    shadowMode: settings.shadowMode,
+    quotaMode: settings.quotaMode,
+    resetEnabled: settings.debugConsoleResetEnabled,
+    sampleIntervalMs: options.consoleSampleIntervalMs,
+  });
   const debugServer = createDebugServer({
     snapshot: serving,
     store,
     health,
     metrics,
-    logger: logger.child({ module: 'debug' }),
+    logger: debugLog,
+    console: debugConsole,
   });
   const tls =
     settings.grpcTls === undefined || tlsMaterial === undefined
@@ -247,6 +272,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         }
         watcher?.close();
         tls?.close();
+        debugConsole.close();
         await Promise.all([
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),
