@@ -474,7 +474,7 @@ function showError(err) {
 }
 
 async function refresh() {
-  const [now, hot] = await Promise.all([getJson('/api/now'), getJson('/api/hot')]);
+  const [now, hot] = await Promise.all([getJson('/api/now'), getJson('/api/hot?n=10')]);
   renderNow(now);
   renderHot(hot);
 }
