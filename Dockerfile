@@ -34,12 +34,14 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY proto ./proto
+# The debug console's page (docs/operations-console.md).
+COPY console ./console
 # The demo rules: the default config, and the bundled copy `serve` falls back to without RUNTIME_*.
 COPY envoy/ratelimit /srv/runtime_data/current/config
 COPY envoy/ratelimit ./envoy/ratelimit
 # COPY keeps the build context's modes; make what sluice reads readable by the non-root user even
 # when the checkout was made with a strict umask.
-RUN chmod -R a+rX /srv/runtime_data ./proto ./envoy
+RUN chmod -R a+rX /srv/runtime_data ./proto ./envoy ./console
 USER node
 # gRPC (RateLimitService, health). The HTTP (8080: /healthcheck, /json, /metrics) and debug (6070)
 # ports are exposed once those endpoints exist.

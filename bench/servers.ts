@@ -11,6 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONSOLE_POLLING, startConsolePoller } from './console-poller.js';
 import { REPO_ROOT, SLUICE_MAIN } from './dist.js';
 import { RULES_YAML } from './workloads.js';
 
@@ -132,6 +133,7 @@ export async function startSluice(
   rulesDir: string,
 ): Promise<BenchServer> {
   const port = await freePort();
+  const debugPort = await freePort();
   const child = spawn(process.execPath, [SLUICE_MAIN, 'serve', '--config', rulesDir], {
     // A minimal environment, so settings in the caller's shell do not change the measurement.
     env: {
@@ -141,13 +143,22 @@ export async function startSluice(
       GRPC_PORT: String(port),
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
-      DEBUG_PORT: String(await freePort()),
+      DEBUG_PORT: String(debugPort),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const handle = track(`sluice (${kind})`, child);
   await waitForPort(`sluice (${kind})`, port, child);
-  return { name: `sluice ${kind}`, port, pids: [child.pid!], stop: () => handle.stop() };
+  const stopConsole = CONSOLE_POLLING ? startConsolePoller(debugPort) : () => {};
+  return {
+    name: `sluice ${kind}`,
+    port,
+    pids: [child.pid!],
+    stop: () => {
+      stopConsole();
+      return handle.stop();
+    },
+  };
 }
 
 /** The no-op grpc-js handler answering `fixed` (descriptor count -> wire response). */
