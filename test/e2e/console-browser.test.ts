@@ -90,6 +90,18 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
     await page.screenshot({ path: path.join(shots, 'console-now.png') });
   });
 
+  it('is usable from the keyboard: skip link first, labelled fields', async () => {
+    await page.locator('body').focus();
+    await page.keyboard.press('Tab');
+    expect(await page.locator(':focus').textContent()).toBe('Skip to the panels');
+    await page.keyboard.press('Enter');
+    expect(page.url()).toMatch(/#main$/);
+    // Every field has a label (getByLabel finds each).
+    for (const label of ['Search keys, values and rule names', 'Hits', 'Counter key']) {
+      expect(await page.getByLabel(label, { exact: false }).count()).toBe(1);
+    }
+  });
+
   it('finds a rule in the tree by searching', async () => {
     const tree = page.locator('#rule-tree');
     await tree.getByText('domain shop').waitFor();
