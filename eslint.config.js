@@ -42,6 +42,15 @@ export default tseslint.config(
     },
   },
   {
+    // Plain JavaScript helpers (scripts/*.mjs) run by npm before anything is built: no types.
+    files: ['scripts/**/*.mjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      globals: { process: 'readonly' },
+    },
+  },
+  {
     // Only transport/ maps untyped protobuf shapes; tests poke at raw wire objects too.
     files: ['src/transport/**/*.ts', 'test/**/*.ts'],
     rules: {

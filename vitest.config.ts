@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * Test tiers: unit (pure, fake clocks); contract (proto/ and envoy.yaml against Envoy's published
  * protos, docker-compose.yml and the Dockerfile with the real compose CLI and their health checks
- * run); integration (real gRPC server on port 0); e2e (a real Envoy binary).
+ * run); integration (real gRPC server on port 0); e2e (a real Envoy binary); container (the image
+ * and the compose demo, built and run with podman).
  *
  * Integration and e2e run with the default gRPC server (`GRPC_SERVER=lean`); the suites that
  * exercise the gRPC port run a second time as `integration-grpc-js` / `e2e-grpc-js` with
@@ -21,6 +22,9 @@ const GRPC_INTEGRATION = [
   'algorithms-grpc',
   'tls',
   'grpc-connections',
+  'telemetry-metrics',
+  'telemetry-tracing',
+  'hostile-clients',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
@@ -87,13 +91,33 @@ export default defineConfig({
       {
         test: {
           name: 'e2e-grpc-js',
-          include: ['test/e2e/envoy.test.ts', 'test/e2e/envoy-tls.test.ts'],
+          include: [
+            'test/e2e/envoy.test.ts',
+            'test/e2e/envoy-tls.test.ts',
+            'test/e2e/envoy-tracing.test.ts',
+          ],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
           fileParallelism: false,
         },
       },
+      // The image and the compose demo, built and run with root podman (test/container/,
+      // `npm run test:container`, which .ci/run runs after `npm test`): minutes long, so never part
+      // of plain `vitest run`.
+      ...(process.env['SLUICE_CONTAINER'] === '1'
+        ? [
+            {
+              test: {
+                name: 'container',
+                include: ['test/container/**/*.test.ts'],
+                testTimeout: 300_000,
+                hookTimeout: 1_800_000,
+                fileParallelism: false,
+              },
+            },
+          ]
+        : []),
       // Sluice against the pinned reference (`npm run test:differential`); never part of plain
       // `vitest run`, which it would slow down by minutes.
       ...(process.env['SLUICE_DIFFERENTIAL'] === '1'

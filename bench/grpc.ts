@@ -7,6 +7,8 @@
  * next), requests serialized once up front and responses left undecoded, to keep the client's
  * share of the CPU small.
  */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { RateLimitRequest } from '../src/model.js';
 import type { Sluice } from './dist.js';
@@ -131,6 +133,34 @@ interface Target {
   readonly check: (response: Buffer) => void;
 }
 
+/**
+ * `BENCH_TRACING=1` adds a third server per shape: sluice (lean) with `TRACING_ENABLED=true` at
+ * sampling rate 1, exporting over OTLP/HTTP to a local sink that accepts every batch, and a row
+ * comparing its calls/s with tracing off.
+ */
+const TRACING = process.env.BENCH_TRACING === '1';
+
+/** An OTLP/HTTP endpoint in this process that reads each export and answers 200. */
+async function startOtlpSink(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** Measure both shapes against both servers. */
 export async function benchGrpc(
   sluice: Sluice,
@@ -141,7 +171,7 @@ export async function benchGrpc(
   const method = definition.ShouldRateLimit!;
 
   // The no-op server answers what sluice answers for the same request (same encoded size).
-  const settings = sluice.settings.loadSettings({}, { config: [rulesDir] });
+  const settings = sluice.settings.loadSettings({ USE_STATSD: 'false' }, { config: [rulesDir] });
   const app = await sluice.app.createApp({
     settings,
     logger: sluice.logger.silentLogger(),
@@ -181,18 +211,37 @@ export async function benchGrpc(
     };
     const noopRuns: Run[] = [];
     const sluiceRuns: Run[] = [];
+    const tracedRuns: Run[] = [];
+    const sink = TRACING ? await startOtlpSink() : undefined;
     try {
       const noop = await target(await startNoop(fixed));
       const real = await target(await startSluice('lean', rulesDir));
+      const traced =
+        sink === undefined
+          ? undefined
+          : await target(
+              await startSluice('lean', rulesDir, {
+                env: {
+                  TRACING_ENABLED: 'true',
+                  TRACING_SAMPLING_RATE: '1',
+                  OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+                },
+              }),
+            );
       await load(noop, bounds.warmupMs, 0, bounds.maxCalls);
       await load(real, bounds.warmupMs, 0, bounds.maxCalls);
+      if (traced !== undefined) await load(traced, bounds.warmupMs, 0, bounds.maxCalls);
       for (let r = 0; r < bounds.rounds; r++) {
         noopRuns.push(await load(noop, bounds.leadMs, bounds.measureMs, bounds.maxCalls));
         sluiceRuns.push(await load(real, bounds.leadMs, bounds.measureMs, bounds.maxCalls));
+        if (traced !== undefined) {
+          tracedRuns.push(await load(traced, bounds.leadMs, bounds.measureMs, bounds.maxCalls));
+        }
       }
     } finally {
       for (const client of clients) client.close();
       await Promise.all(servers.map((s) => s.stop()));
+      await sink?.close();
     }
 
     const noop = pool(noopRuns);
@@ -221,6 +270,16 @@ export async function benchGrpc(
         ratio: ratio(real.serverCpuUsPerCall, noop.serverCpuUsPerCall),
       },
     );
+    if (tracedRuns.length > 0) {
+      const traced = pool(tracedRuns);
+      rows.push({
+        id: shape.id,
+        what: `${what}: calls/s with tracing on (sampling 1) vs off`,
+        sluice: `${si(traced.callsPerSec)}/s`,
+        baseline: `${si(real.callsPerSec)}/s`,
+        ratio: ratio(traced.callsPerSec, real.callsPerSec),
+      });
+    }
     notes.push(
       `${shape.id}: request ${requests[0]!.length} B; response ${real.responseBytes.toFixed(0)} B ` +
         `(sluice) vs ${noop.responseBytes.toFixed(0)} B (no-op); client process CPU ` +

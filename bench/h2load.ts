@@ -114,7 +114,7 @@ interface H2loadRun {
 }
 
 /** Run h2load once against `server`; CPU is read around the run. */
-async function h2load(
+export async function h2load(
   server: BenchServer,
   frameFile: string,
   shape: Shape,
@@ -181,8 +181,13 @@ async function h2load(
   };
 }
 
-/** One call over raw HTTP/2 with the prepared frame; throws unless OK with one status. */
-async function checkServer(server: BenchServer, frame: Buffer, sluice: Sluice): Promise<void> {
+/** One call over raw HTTP/2 with the prepared frame; throws unless OK with `statuses` statuses. */
+export async function checkServer(
+  server: BenchServer,
+  frame: Buffer,
+  sluice: Sluice,
+  statuses = 1,
+): Promise<void> {
   const method = sluice.proto.rlsServiceDefinition(sluice.proto.loadRlsPackage()).ShouldRateLimit!;
   const session = http2.connect(`http://127.0.0.1:${server.port}`);
   session.on('error', () => {});
@@ -218,7 +223,7 @@ async function checkServer(server: BenchServer, frame: Buffer, sluice: Sluice): 
             statuses?: unknown[];
           })
         : undefined;
-    if (r?.overall_code !== 'OK' || r.statuses?.length !== 1) {
+    if (r?.overall_code !== 'OK' || r.statuses?.length !== statuses) {
       throw new Error(`${server.name}: grpc-status ${status}, response ${JSON.stringify(r)}`);
     }
   } finally {
@@ -244,7 +249,7 @@ export async function benchH2load(
 
   // The no-op server answers what sluice answers for this request.
   const app = await sluice.app.createApp({
-    settings: sluice.settings.loadSettings({}, { config: [rulesDir] }),
+    settings: sluice.settings.loadSettings({ USE_STATSD: 'false' }, { config: [rulesDir] }),
     logger: sluice.logger.silentLogger(),
     watch: false,
   });

@@ -104,7 +104,7 @@ export async function benchInProcess(
   const rows: Row[] = [];
   for (const w of workloads()) {
     // A fresh app per workload, so one workload's counters do not weigh on the next.
-    const settings = sluice.settings.loadSettings({}, { config: [rulesDir] });
+    const settings = sluice.settings.loadSettings({ USE_STATSD: 'false' }, { config: [rulesDir] });
     const app = await sluice.app.createApp({
       settings,
       logger: sluice.logger.silentLogger(),

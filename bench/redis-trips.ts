@@ -70,6 +70,8 @@ export async function benchRedisTrips(sluice: Sluice): Promise<Row> {
       BACKEND_TYPE: 'redis',
       REDIS_URL: `127.0.0.1:${port}`,
       REDIS_TIMEOUT: '2s',
+      // Connected before the first call (by default sluice does not wait for Redis at start).
+      REDIS_WAIT_AT_START: 'true',
     });
     const store = await stores.createStore(settings, {
       clock: sluice.clock.systemClock,

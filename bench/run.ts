@@ -2,7 +2,8 @@
  * `npm run bench`: builds sluice, then prints one table comparing sluice with baselines measured
  * in the same run on the same machine (the ratios are the figures to compare across machines).
  * Progress goes to stderr; the machine, the table and notes go to stdout. Every loop is bounded
- * by a count and a time; the whole run takes about four minutes.
+ * by a count and a time; the whole run takes about twelve minutes (about six of them the Redis
+ * rows, bench/redis-h2load.ts).
  *
  * Run as `node --expose-gc .cache/bench-build/bench/run.js` after `npm run build` and
  * `tsc -p tsconfig.bench.json` (the `bench` script does all three).
@@ -22,6 +23,7 @@ import {
 } from './h2load.js';
 import { benchInProcess, type RateBounds } from './in-process.js';
 import { benchMemory, type MemoryBounds } from './memory.js';
+import { benchRedisH2load, formatRedis, REDIS_BOUNDS } from './redis-h2load.js';
 import { benchRedisTrips } from './redis-trips.js';
 import { formatTable, type Row } from './report.js';
 import { formatTargets, judgeTargets } from './targets.js';
@@ -95,6 +97,9 @@ async function main(): Promise<void> {
     progress('Redis commands per decision');
     const redis: Row = await benchRedisTrips(sluice);
 
+    progress('on Redis: sluice and envoyproxy/ratelimit, each with its own Redis, then a cluster');
+    const onRedis = await benchRedisH2load(sluice, rulesDir, REDIS_BOUNDS, progress);
+
     const rows = [...inProcess, ...grpc.rows, ...memory, redis];
     const targets = judgeTargets(rows, h2);
     const out = [
@@ -105,6 +110,8 @@ async function main(): Promise<void> {
       '',
       h2 === undefined ? `h2load rows: ${h2Skipped}` : formatH2load(h2),
       ...(h2?.referenceSkipped === undefined ? [] : [`reference: ${h2.referenceSkipped}`]),
+      '',
+      formatRedis(onRedis),
       '',
       'targets:',
       formatTargets(targets),
@@ -134,6 +141,7 @@ async function main(): Promise<void> {
       date: new Date().toISOString(),
       machine,
       h2load: h2,
+      redis: onRedis,
       rows,
       targets,
       report: out.join('\n'),

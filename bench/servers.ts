@@ -5,7 +5,7 @@
  * counts as the server's (the reference: its process plus its Redis).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -21,8 +21,10 @@ export interface BenchServer {
   readonly name: string;
   /** Its gRPC port on 127.0.0.1. */
   readonly port: number;
-  /** Processes whose CPU is the server's. */
+  /** Processes whose CPU is the server's (with its Redis, for a server on Redis). */
   readonly pids: readonly number[];
+  /** The server's own processes, without its Redis; `undefined`: all of {@link pids}. */
+  readonly processPids?: readonly number[];
   stop(): Promise<void>;
 }
 
@@ -127,10 +129,30 @@ export async function waitForPort(
   throw new Error(`${name} did not listen on ${port} within ${ms} ms`);
 }
 
+/**
+ * The pids of `pid` and every process below it, from /proc (a sluice started with `WORKERS` > 1
+ * serves from worker processes forked by the first).
+ */
+export function processTree(pid: number): number[] {
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    try {
+      for (const task of readdirSync(`/proc/${out[i]}/task`)) {
+        const children = readFileSync(`/proc/${out[i]}/task/${task}/children`, 'utf8').trim();
+        if (children !== '') out.push(...children.split(/\s+/).map(Number));
+      }
+    } catch {
+      // Gone, or no /proc: its CPU reads as NaN anyway.
+    }
+  }
+  return out;
+}
+
 /** sluice (`node dist/main.js serve`) with `GRPC_SERVER=kind` and the bench rules. */
 export async function startSluice(
   kind: 'lean' | 'grpc-js',
   rulesDir: string,
+  options: { name?: string; env?: Record<string, string>; redisPids?: readonly number[] } = {},
 ): Promise<BenchServer> {
   const port = await freePort();
   const debugPort = await freePort();
@@ -144,21 +166,102 @@ export async function startSluice(
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
       DEBUG_PORT: String(debugPort),
+      // No statsd sink (on by default), as the reference below runs without one.
+      USE_STATSD: 'false',
+      ...options.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const handle = track(`sluice (${kind})`, child);
-  await waitForPort(`sluice (${kind})`, port, child);
+  const name = options.name ?? `sluice ${kind}`;
+  const handle = track(name, child);
+  await waitForPort(name, port, child);
+  // Workers (if any) are forked before the port listens; read the tree once they all run.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const pids = processTree(child.pid!);
   const stopConsole = CONSOLE_POLLING ? startConsolePoller(debugPort) : () => {};
   return {
-    name: `sluice ${kind}`,
+    name,
     port,
-    pids: [child.pid!],
+    pids: [...pids, ...(options.redisPids ?? [])],
+    processPids: pids,
     stop: () => {
       stopConsole();
       return handle.stop();
     },
   };
+}
+
+/** A redis-server of its own for a server under test (no persistence). */
+export async function startRedisServer(
+  args: readonly string[] = [],
+): Promise<{ port: number; pid: number; dir: string; stop(): Promise<void> }> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-bench-redis-'));
+  const port = await freePort();
+  const redis = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
+    { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const handle = track('redis-server', redis);
+  const stop = async (): Promise<void> => {
+    await handle.stop();
+    await fs.rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPort('redis-server', port, redis);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { port, pid: redis.pid!, dir, stop };
+}
+
+/** A 3-master Redis Cluster on loopback (`redis-cli --cluster create`). */
+export async function startRedisCluster(): Promise<{
+  url: string;
+  pids: number[];
+  stop(): Promise<void>;
+}> {
+  const nodes: Awaited<ReturnType<typeof startRedisServer>>[] = [];
+  for (let k = 0; k < 3; k++) {
+    nodes.push(
+      await startRedisServer([
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        'nodes.conf',
+        '--cluster-node-timeout',
+        '2000',
+      ]),
+    );
+  }
+  const stop = async (): Promise<void> => void (await Promise.all(nodes.map((n) => n.stop())));
+  const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
+  const create = spawnSync(
+    'redis-cli',
+    ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
+  if (create.status !== 0) {
+    await stop();
+    throw new Error(`redis-cli --cluster create failed:\n${create.stdout}\n${create.stderr}`);
+  }
+  const deadline = Date.now() + 30_000;
+  for (const address of addresses) {
+    const [host, port] = address.split(':');
+    for (;;) {
+      const info = spawnSync('redis-cli', ['-h', host!, '-p', port!, 'cluster', 'info'], {
+        encoding: 'utf8',
+      }).stdout;
+      if (info.includes('cluster_state:ok')) break;
+      if (Date.now() > deadline) {
+        await stop();
+        throw new Error(`cluster node ${address} not ok within 30 s`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return { url: addresses.join(','), pids: nodes.map((n) => n.pid), stop };
 }
 
 /** The no-op grpc-js handler answering `fixed` (descriptor count -> wire response). */
@@ -212,24 +315,15 @@ export function referenceUnavailable(): string | undefined {
  * envoyproxy/ratelimit with the bench rules (the same YAML) on a fresh redis-server (no
  * persistence), as its README runs it: BACKEND_TYPE=redis, rules under RUNTIME_ROOT.
  */
-export async function startReference(): Promise<BenchServer> {
+export async function startReference(
+  cluster?: { url: string; pids: readonly number[] },
+  name = 'reference',
+): Promise<BenchServer> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-bench-ref-'));
   await fs.mkdir(path.join(dir, 'runtime', 'ratelimit', 'config'), { recursive: true });
   await fs.writeFile(path.join(dir, 'runtime', 'ratelimit', 'config', 'bench.yaml'), RULES_YAML);
 
-  const redisPort = await freePort();
-  const redis = spawn(
-    'redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  const redisHandle = track('redis-server', redis);
-  try {
-    await waitForPort('redis-server', redisPort, redis);
-  } catch (err) {
-    await redisHandle.stop();
-    throw err;
-  }
+  const redis = cluster === undefined ? await startRedisServer() : undefined;
 
   const port = await freePort();
   if (referenceBin === undefined) throw new Error('call referenceUnavailable() first');
@@ -239,7 +333,8 @@ export async function startReference(): Promise<BenchServer> {
       PATH: process.env.PATH ?? '',
       BACKEND_TYPE: 'redis',
       REDIS_SOCKET_TYPE: 'tcp',
-      REDIS_URL: `127.0.0.1:${redisPort}`,
+      REDIS_URL: cluster?.url ?? `127.0.0.1:${redis!.port}`,
+      ...(cluster === undefined ? {} : { REDIS_TYPE: 'cluster' }),
       USE_STATSD: 'false',
       LOG_LEVEL: 'warn',
       RUNTIME_ROOT: path.join(dir, 'runtime'),
@@ -257,7 +352,7 @@ export async function startReference(): Promise<BenchServer> {
   const refHandle = track('envoyproxy/ratelimit', ref);
   const stop = async (): Promise<void> => {
     await refHandle.stop();
-    await redisHandle.stop();
+    await redis?.stop();
     await fs.rm(dir, { recursive: true, force: true });
   };
   try {
@@ -266,5 +361,11 @@ export async function startReference(): Promise<BenchServer> {
     await stop();
     throw err;
   }
-  return { name: 'reference', port, pids: [ref.pid!, redis.pid!], stop };
+  return {
+    name,
+    port,
+    pids: [ref.pid!, ...(cluster?.pids ?? [redis!.pid])],
+    processPids: [ref.pid!],
+    stop,
+  };
 }

@@ -3,14 +3,19 @@
  * the app is separate from listening so tests build it, then listen on port 0.
  */
 import { systemClock, type Clock } from './clock.js';
-import { loadSnapshot } from './config/load.js';
+import {
+  createFileSource,
+  createServingConfig,
+  type RuleSource,
+  type RuleSourceListener,
+} from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
-import { watchConfig } from './config/watch.js';
-import { formatConfigProblem, ConfigError } from './errors.js';
 import { createLimiter } from './limiter/limiter.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { createLatencyReservoir, createStatsdSink, type StatsdSink } from './metrics/statsd.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
 import type { Settings } from './settings.js';
@@ -22,7 +27,12 @@ import { createDebugServer } from './transport/http/debug.js';
 import { createConfigStatus } from './transport/http/console/config-status.js';
 import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
+import { createPrometheusServer } from './transport/http/prometheus.js';
+import { createRequestBudget } from './transport/limits.js';
 import { createServerTls, readTlsMaterial } from './transport/tls.js';
+import { createTracing } from './tracing/tracing.js';
+import { createXdsSource } from './transport/xds/source.js';
+import { SluiceError } from './errors.js';
 
 /** Options for {@link createApp}. */
 export interface AppOptions {
@@ -39,6 +49,15 @@ export interface AppOptions {
    * that file system events alone apply a change).
    */
   readonly watchPollIntervalMs?: number;
+  /**
+   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * instead of it (the whole service's sum). `undefined`: this process's metrics.
+   */
+  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  /** Server processes of the service (the start-up line's `workers`; default 1). */
+  readonly workers?: number;
+  /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
+  readonly logStartup?: boolean;
   /** Time between two samples of the debug console's charts, ms (default 5000). */
   readonly consoleSampleIntervalMs?: number;
 }
@@ -51,6 +70,8 @@ export interface AppAddresses {
   readonly httpPort: number;
   /** The bound debug port (`/rlconfig`, `/counters`, ...). */
   readonly debugPort: number;
+  /** The bound `PROMETHEUS_ADDR` port; `undefined` unless `USE_PROMETHEUS=true`. */
+  readonly prometheusPort: number | undefined;
 }
 
 /** A built sluice instance. */
@@ -88,83 +109,95 @@ export async function createApp(options: AppOptions): Promise<App> {
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
-  const metrics = createMetrics({
+  const stats = settings.stats;
+  const pushesStats = stats.sink === 'statsd' || stats.sink === 'dogstatsd';
+  const latencies = pushesStats ? createLatencyReservoir() : undefined;
+  // Bytes held by unfinished requests of the gRPC port and /json together.
+  const requestBudget = createRequestBudget(settings.maxRequestBufferBytes);
+  const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
+    latencyTap: latencies,
+    latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
+    requestBufferBytes: () => requestBudget.heldBytes,
+    configDomains: () => serving.current().domains.size,
   });
+  const metrics: Metrics =
+    options.metricsRender === undefined
+      ? local
+      : { ...local, render: options.metricsRender(local.registry) };
 
-  const logLoaded = (snapshot: ConfigSnapshot, msg: string): void => {
-    configLog.info({ files: snapshot.files, domains: [...snapshot.domains.keys()] }, msg);
-    if (snapshot.warnings.length > 0) {
-      configLog.warn(
-        { warnings: snapshot.warnings.map(formatConfigProblem) },
-        'rate limit config warnings',
-      );
-    }
-  };
+  for (const notice of settings.notices) logger.warn(notice);
 
   // What the debug console shows of the loads (docs/operations-console.md).
   const configStatus = createConfigStatus(clock);
-  // The watcher is in place (baseline recorded, fs watchers started) before the first load, so a
-  // change made during that load is seen; a snapshot it builds is never older than the first's.
-  let current: ConfigSnapshot | undefined;
-  const watcher =
-    options.watch === false
-      ? undefined
-      : watchConfig({
+  // The rules: from files (loaded now; an invalid set stops the start) or from an xDS server
+  // (its first update is awaited by start(), unless FORCE_START_WITHOUT_INITIAL_CONFIG).
+  const serving = createServingConfig({
+    logger: configLog,
+    counters: metrics.service,
+    paths: settings.configType === 'GRPC_XDS_SOTW' ? undefined : settings.config.paths,
+    origin: settings.configType === 'GRPC_XDS_SOTW' ? 'xds' : settings.config.origin,
+  });
+  const source: RuleSource =
+    settings.configType === 'GRPC_XDS_SOTW' && settings.xds !== undefined
+      ? await createXdsSource({
+          ...loadOptions,
+          xds: settings.xds,
+          logger: logger.child({ module: 'xds' }),
+        })
+      : createFileSource({
+          ...loadOptions,
           paths: settings.config.paths,
-          mergeDomainConfigs: settings.mergeDomainConfigs,
-          defaultAlgorithm: settings.defaultAlgorithm,
+          watch: options.watch,
           pollIntervalMs: options.watchPollIntervalMs,
-          onSnapshot(snapshot) {
-            metrics.service.configLoadSuccess++;
-            current = snapshot;
-            configStatus.onSnapshot(snapshot);
-            logLoaded(snapshot, 'rate limit config reloaded');
-          },
-          onError(error) {
-            metrics.service.configLoadError++;
-            configStatus.onError(error);
-            const problems =
-              error instanceof ConfigError
-                ? error.problems.map(formatConfigProblem)
-                : [error.message];
-            configLog.error(
-              { problems },
-              'rate limit config reload failed; the previous config keeps serving',
-            );
-          },
         });
-  try {
-    await watcher?.ready;
-    const initial = await loadSnapshot(settings.config.paths, loadOptions);
-    metrics.service.configLoadSuccess++;
-    current ??= initial;
-    configStatus.onSnapshot(current);
-  } catch (err) {
-    watcher?.close();
-    throw err;
+  // Every load also goes to the console's status, next to the swap, count and log.
+  const configListener: RuleSourceListener = {
+    onSnapshot(snapshot) {
+      serving.onSnapshot(snapshot);
+      configStatus.onSnapshot(snapshot);
+    },
+    onError(error) {
+      serving.onError(error);
+      configStatus.onError(error);
+    },
+  };
+  let firstUpdate: Promise<void> | undefined;
+  if (source.kind === 'file') {
+    await source.start(configListener);
+  } else {
+    firstUpdate = source.start(configListener);
   }
-  logLoaded(current, `rate limit config loaded from ${settings.config.origin} source`);
-  // Set from here on: by the first load or by a newer reload.
-  const serving = (): ConfigSnapshot => current!;
+  const current = (): ConfigSnapshot => serving.current();
 
   let store: CounterStore;
   try {
     store = await createStore(settings, { clock, logger, metrics: metrics.store });
   } catch (err) {
-    watcher?.close();
+    source.close();
     throw err;
   }
+  // The SDK is loaded only when tracing is on; off, nothing below does any work for it.
+  const tracing =
+    settings.tracing === undefined
+      ? undefined
+      : await createTracing({
+          settings: settings.tracing,
+          logger: logger.child({ module: 'tracing' }),
+        });
   const limiter = createLimiter({
-    store,
+    store:
+      tracing !== undefined && settings.backendType === 'redis'
+        ? tracing.traceStore(store, settings.redis?.perSecond !== undefined)
+        : store,
     shadowMode: settings.shadowMode,
     quotaMode: settings.quotaMode,
     responseDynamicMetadata: settings.responseDynamicMetadata,
   });
   const service = createRateLimitService({
     limiter,
-    config: serving,
+    config: current,
     bounds: {
       maxDescriptors: settings.maxDescriptorsPerRequest,
       maxEntries: settings.maxEntriesPerDescriptor,
@@ -182,10 +215,15 @@ export async function createApp(options: AppOptions): Promise<App> {
       : undefined,
     problemJson: settings.problemJsonEnabled,
     clock,
+    tracing,
   });
   storeRef.current = store;
   const health = createHealthSignal({
-    configLoaded: () => current !== undefined,
+    // As the reference: the config counts for health only with
+    // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, and then needs at least one domain.
+    configLoaded: settings.healthyWithAtLeastOneConfigLoaded
+      ? () => current().domains.size > 0
+      : () => true,
     storeHealthy: () => store.healthy(),
   });
   const httpServer = createHttpServer({
@@ -193,11 +231,13 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     metrics,
     maxBodyBytes: settings.grpcMaxReceiveMessageBytes,
+    requestTimeoutMs: settings.httpRequestTimeoutMs,
+    budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
   const debugLog = logger.child({ module: 'debug' });
   const debugConsole = createDebugConsole({
-    snapshot: serving,
+    snapshot: current,
     store,
     metrics,
     health,
@@ -211,7 +251,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     sampleIntervalMs: options.consoleSampleIntervalMs,
   });
   const debugServer = createDebugServer({
-    snapshot: serving,
+    snapshot: current,
     store,
     health,
     metrics,
@@ -235,54 +275,155 @@ export async function createApp(options: AppOptions): Promise<App> {
     health,
     tls,
     connections: settings.grpcConnections,
+    traceHeaders: tracing !== undefined,
+    limits: settings.grpcLimits,
+    budget: requestBudget,
+    metrics: metrics.transport,
   });
+  const prometheusServer =
+    stats.sink === 'prometheus'
+      ? createPrometheusServer({
+          metrics,
+          path: stats.prometheusPath,
+          logger: logger.child({ module: 'prometheus' }),
+        })
+      : undefined;
+  if (stats.sink === 'prometheus' && stats.prometheusMapperYaml !== undefined) {
+    logger.warn(
+      { file: stats.prometheusMapperYaml },
+      'PROMETHEUS_MAPPER_YAML is not applied: sluice serves the names and labels of the ' +
+        "reference's default mapping (docs/operations-metrics.md)",
+    );
+  }
+  let statsdSink: StatsdSink | undefined;
 
   let closing: Promise<void> | undefined;
+  let closed = (): void => {};
+  const closedEarly = new Promise<void>((resolve) => (closed = resolve));
   return {
     service,
     store,
     metrics,
     health,
-    snapshot: serving,
+    snapshot: current,
     async start() {
+      if (firstUpdate !== undefined && !settings.forceStartWithoutInitialConfig) {
+        // As the reference: no port opens before the xDS server's first update.
+        configLog.info('waiting for the first rule set from the xDS server');
+        await Promise.race([firstUpdate, closedEarly]);
+        if (closing !== undefined) {
+          throw new SluiceError('INTERNAL', 'closed before the first rule set arrived');
+        }
+      }
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
-      const httpPort = await httpServer.listen(settings.httpHost, settings.httpPort);
-      const debugPort = await debugServer.listen(settings.debugHost, settings.debugPort);
+      const httpPort = await listenAs(
+        'HTTP',
+        'HOST/PORT or --host/--port',
+        settings.httpHost,
+        settings.httpPort,
+        (host, port) => httpServer.listen(host, port),
+      );
+      const debugPort = await listenAs(
+        'the debug server',
+        'DEBUG_HOST/DEBUG_PORT or --debug-host/--debug-port',
+        settings.debugHost,
+        settings.debugPort,
+        (host, port) => debugServer.listen(host, port),
+      );
+      const prometheusHost = stats.prometheusHost ?? '0.0.0.0';
+      const prometheusPort =
+        prometheusServer === undefined
+          ? undefined
+          : await listenAs(
+              'the Prometheus listener',
+              'PROMETHEUS_ADDR',
+              prometheusHost,
+              stats.prometheusPort,
+              (host, port) => prometheusServer.listen(host, port),
+            );
+      if (pushesStats && latencies !== undefined) {
+        statsdSink = createStatsdSink({
+          metrics,
+          latencies,
+          host: stats.statsdHost,
+          port: stats.statsdPort,
+          // DogStatsD is UDP, as the reference's datadog-go client; STATSD_PROTOCOL is gostats'.
+          protocol: stats.sink === 'dogstatsd' ? 'udp' : stats.statsdProtocol,
+          flushIntervalMs: stats.flushIntervalMs,
+          extraTags: stats.extraTags,
+          dogstatsd: stats.sink === 'dogstatsd' ? { mogrifiers: stats.mogrifiers } : undefined,
+          logger: logger.child({ module: 'statsd' }),
+        });
+      }
       // Printed at every LOG_LEVEL; a new listener adds its address to `listeners`.
-      logStartup(logger, {
-        version: SLUICE_VERSION,
-        listeners: {
-          grpc: formatHostPort(settings.grpcHost, grpcPort),
-          http: formatHostPort(settings.httpHost, httpPort),
-          debug: formatHostPort(settings.debugHost, debugPort),
-        },
-        store: settings.backendType,
-        grpcTls: describeTls(settings),
-        configOrigin: settings.config.origin,
-        snapshot: serving(),
-      });
-      return { grpcPort, httpPort, debugPort };
+      if (options.logStartup !== false)
+        logStartup(logger, {
+          workers: options.workers ?? 1,
+          version: SLUICE_VERSION,
+          listeners: {
+            grpc: formatHostPort(settings.grpcHost, grpcPort),
+            http: formatHostPort(settings.httpHost, httpPort),
+            debug: formatHostPort(settings.debugHost, debugPort),
+            ...(prometheusPort === undefined
+              ? {}
+              : { prometheus: formatHostPort(prometheusHost, prometheusPort) }),
+          },
+          store: settings.backendType,
+          grpcTls: describeTls(settings),
+          configOrigin: source.kind === 'xds' ? 'xds' : settings.config.origin,
+          snapshot: current(),
+        });
+      return { grpcPort, httpPort, debugPort, prometheusPort };
     },
     close() {
+      closed();
       closing ??= (async () => {
         // Health fails first (HTTP and gRPC), so probes see the drain before listeners go.
         health.drain();
         if (settings.shutdownDelayMs > 0) {
           await new Promise((resolve) => setTimeout(resolve, settings.shutdownDelayMs));
         }
-        watcher?.close();
+        source.close();
         tls?.close();
         debugConsole.close();
         await Promise.all([
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
+          prometheusServer?.close(settings.shutdownGraceMs),
         ]);
         await store.close();
+        // Last, so the final flush and export carry the calls that finished while draining.
+        await Promise.all([statsdSink?.close(), tracing?.shutdown(5_000)]);
       })();
       return closing;
     },
   };
+}
+
+/**
+ * Listen on `host:port` with `listen`; a bind failure (port in use, address not local, ...) is
+ * rethrown naming the listener and the settings that move it, as the gRPC server's message does.
+ */
+async function listenAs(
+  what: string,
+  settingNames: string,
+  host: string,
+  port: number,
+  listen: (host: string, port: number) => Promise<number>,
+): Promise<number> {
+  try {
+    return await listen(host, port);
+  } catch (err) {
+    const failure = SluiceError.from(err);
+    if (failure.code !== 'INVALID_SETTINGS') throw failure;
+    const reason = failure.cause instanceof Error ? failure.cause.message : failure.message;
+    throw new SluiceError(
+      'INVALID_SETTINGS',
+      `cannot listen on ${host}:${port} for ${what} (set ${settingNames}): ${reason}`,
+      { cause: failure },
+    );
+  }
 }
 
 /** How the start-up line names the gRPC port's TLS mode; `undefined` for plaintext. */

@@ -9,6 +9,8 @@ export const ERROR_CODES = {
   INVALID_SETTINGS: 'Environment variables or command-line flags are invalid.',
   INVALID_REQUEST: 'A ShouldRateLimit request is malformed or exceeds a size bound.',
   STORE_UNAVAILABLE: 'The counter store could not answer.',
+  NO_CONFIG:
+    'No rate limit rules have arrived yet (an xDS source started with FORCE_START_WITHOUT_INITIAL_CONFIG).',
   INTERNAL: 'An unexpected failure inside sluice.',
 } as const;
 

@@ -13,8 +13,17 @@ import { createLogger } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
 import { SLUICE_VERSION } from './version.js';
+import {
+  isWorker,
+  onShutdown,
+  reportReady,
+  runPrimary,
+  workerMetricsRender,
+  workerNumber,
+} from './workers.js';
 
 const SERVE_HELP = `Usage: sluice serve [--config PATH]... [--grpc-host HOST] [--grpc-port PORT]
+                    [--host HOST] [--port PORT] [--debug-host HOST] [--debug-port PORT]
                     [--log-level LEVEL] [--log-format json|text] [--backend-type TYPE]
                     [--shadow-mode]
 
@@ -26,6 +35,10 @@ envoy/ratelimit/. Every setting is also an environment variable (flags win); see
   --config PATH        rule file or directory (repeatable)
   --grpc-host HOST     gRPC listen address (GRPC_HOST, default 0.0.0.0)
   --grpc-port PORT     gRPC listen port (GRPC_PORT, default 8081; 0 picks a free port)
+  --host HOST          HTTP listen address: /healthcheck, /json, /metrics (HOST, default 0.0.0.0)
+  --port PORT          HTTP listen port (PORT, default 8080; 0 picks a free port)
+  --debug-host HOST    debug listen address (DEBUG_HOST, default 127.0.0.1)
+  --debug-port PORT    debug listen port (DEBUG_PORT, default 6070; 0 picks a free port)
   --log-level LEVEL    trace, debug, info, warn, error or fatal (LOG_LEVEL, default warn)
   --log-format FORMAT  json or text (LOG_FORMAT, default json)
   --backend-type TYPE  counter store (BACKEND_TYPE, default memory)
@@ -36,8 +49,9 @@ envoy/ratelimit/. Every setting is also an environment variable (flags win); see
 const CHECK_HELP = `Usage: sluice check PATH...
 
 Validate rule files or directories (every *.yaml and *.yml) as serve would load them. Prints
-every problem with its file and YAML path and exits 1 if there is any; exits 0 and prints the
-domains otherwise. Reads MERGE_DOMAIN_CONFIG.
+every problem with its file and YAML path and exits 1 if there is any, or if the paths define
+no domain at all (served, they would limit nothing); exits 0 and prints the domains otherwise.
+Reads MERGE_DOMAIN_CONFIG.
 
   -h, --help  show this help
 `;
@@ -69,6 +83,13 @@ Exit status: 0 when the overall code is OK, 2 when it is OVER_LIMIT, 1 on any er
   -h, --help          show this help
 `;
 
+const VERSION_HELP = `Usage: sluice version
+
+Print the version of sluice (also: sluice --version).
+
+  -h, --help  show this help
+`;
+
 const USAGE = `Usage: sluice <command> [options]
 
 Commands:
@@ -86,6 +107,7 @@ const HELP: Readonly<Record<string, string>> = {
   serve: SERVE_HELP,
   check: CHECK_HELP,
   query: QUERY_HELP,
+  version: VERSION_HELP,
 };
 
 /** A mistake on the command line: printed as `sluice <command>: <message>` and a pointer to help. */
@@ -138,6 +160,7 @@ async function main(argv: readonly string[]): Promise<number> {
     case 'query':
       return query(rest);
     case 'version':
+      return version(rest);
     case '--version':
     case '-v':
       process.stdout.write(`sluice ${SLUICE_VERSION}\n`);
@@ -170,6 +193,10 @@ async function serve(args: string[]): Promise<number> {
     config: { type: 'string', multiple: true },
     'grpc-host': { type: 'string' },
     'grpc-port': { type: 'string' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    'debug-host': { type: 'string' },
+    'debug-port': { type: 'string' },
     'log-level': { type: 'string' },
     'log-format': { type: 'string' },
     'backend-type': { type: 'string' },
@@ -183,6 +210,10 @@ async function serve(args: string[]): Promise<number> {
     config: values.config,
     grpcHost: values['grpc-host'],
     grpcPort: values['grpc-port'],
+    httpHost: values.host,
+    httpPort: values.port,
+    debugHost: values['debug-host'],
+    debugPort: values['debug-port'],
     logLevel: values['log-level'],
     logFormat: values['log-format'],
     backendType: values['backend-type'],
@@ -198,12 +229,25 @@ async function serve(args: string[]): Promise<number> {
   const grpcLog = logger.child({ module: 'grpc-js' });
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
-  const app = await createApp({ settings, logger });
+  // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
+  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  const worker = isWorker();
+  const app = await createApp({
+    settings,
+    logger,
+    metricsRender: worker ? workerMetricsRender : undefined,
+    workers: settings.workers,
+    logStartup: workerNumber() === 1,
+  });
   await app.start();
+  if (worker) reportReady();
 
   return new Promise<number>((resolve) => {
     let stopping = false;
-    const stop = (signal: NodeJS.Signals): void => {
+    const stop = (signal: NodeJS.Signals | 'primary'): void => {
+      // The primary's word after a signal of our own (Ctrl-C reaches every process) is no second
+      // signal.
+      if (stopping && signal === 'primary') return;
       if (stopping) {
         logger.warn({ signal }, 'second signal: exiting now');
         resolve(1);
@@ -221,7 +265,14 @@ async function serve(args: string[]): Promise<number> {
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
+    if (worker) onShutdown(() => stop('primary'));
   });
+}
+
+function version(args: string[]): number {
+  const { values } = parseCommand('version', args, {});
+  process.stdout.write(values.help ? VERSION_HELP : `sluice ${SLUICE_VERSION}\n`);
+  return 0;
 }
 
 async function check(args: string[]): Promise<number> {
@@ -247,8 +298,17 @@ async function check(args: string[]): Promise<number> {
     process.stderr.write(`${result.problems.length} problem(s) found\n`);
     return 1;
   }
+  if (result.domains.length === 0) {
+    // Served, these paths would limit nothing: every call answered OK. Almost always a wrong path.
+    process.stderr.write(
+      `no rate limit rules in ${positionals.join(', ')}: ${result.files.length} rule file(s) ` +
+        `found (every *.yaml and *.yml file of a directory is read; dot files are ignored), ` +
+        `no domain defined; served as is, nothing would be rate limited\n`,
+    );
+    return 1;
+  }
   process.stdout.write(
-    `ok: ${result.files.length} file(s), domains: ${result.domains.join(', ') || '(none)'}\n`,
+    `ok: ${result.files.length} file(s), domains: ${result.domains.join(', ')}\n`,
   );
   return 0;
 }

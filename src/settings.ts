@@ -2,12 +2,25 @@
  * Settings: environment variables (the reference's names and defaults where it has them) and
  * command-line flags, turned into one frozen, typed object. Every problem is reported at once.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
 import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
 import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
+import {
+  statsSettings,
+  tracingSettings,
+  type StatsSettings,
+  type TracingSettings,
+} from './settings-telemetry.js';
+import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  type GrpcLimits,
+} from './transport/limits.js';
+import type { XdsOptions } from './transport/xds/options.js';
 
 /** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -35,8 +48,28 @@ export interface Settings {
   readonly logLevel: LogLevel;
   /** `LOG_FORMAT`: `json` (default) or `text`. */
   readonly logFormat: 'json' | 'text';
-  /** Rule files (from `--config`, `RUNTIME_*`, or the bundled demo). */
+  /** Rule files (from `--config`, `RUNTIME_*`, or the bundled demo); read when `configType` is `FILE`. */
   readonly config: ConfigSource;
+  /**
+   * `CONFIG_TYPE`: where the rules come from: `FILE` (default: the files of `config`) or
+   * `GRPC_XDS_SOTW` (an xDS management server, `xds`).
+   */
+  readonly configType: 'FILE' | 'GRPC_XDS_SOTW';
+  /** The xDS client's settings; `undefined` unless `configType` is `GRPC_XDS_SOTW`. */
+  readonly xds: XdsOptions | undefined;
+  /**
+   * `FORCE_START_WITHOUT_INITIAL_CONFIG`: with an xDS source, open the ports before the first rule
+   * set arrives (calls fail with `no rate limit configuration loaded` until then). Without it,
+   * start-up waits for the first update, as the reference does.
+   */
+  readonly forceStartWithoutInitialConfig: boolean;
+  /**
+   * `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: health fails while the serving rules have no
+   * domain (none received yet, or an empty rule set).
+   */
+  readonly healthyWithAtLeastOneConfigLoaded: boolean;
+  /** Settings that were read but change nothing, one sentence each; logged as warnings at start-up. */
+  readonly notices: readonly string[];
   /** `MERGE_DOMAIN_CONFIG`: merge files that declare the same domain instead of failing. */
   readonly mergeDomainConfigs: boolean;
   /**
@@ -76,6 +109,12 @@ export interface Settings {
   readonly grpcMaxReceiveMessageBytes: number;
   /** `SHUTDOWN_GRACE_MS` (default 10000): how long in-flight calls may take at shutdown. */
   readonly shutdownGraceMs: number;
+  /**
+   * `WORKERS`: server processes sharing the listening ports (node:cluster). Redis store: default
+   * one per core (`os.availableParallelism()`); memory store: 1, the only value it takes (its
+   * counters live in one process).
+   */
+  readonly workers: number;
   /** HTTP listen address for /healthcheck, /json and /metrics (`HOST`, default `0.0.0.0`). */
   readonly httpHost: string;
   /** HTTP listen port (`PORT`, default 8080; 0 picks a free port). */
@@ -122,6 +161,28 @@ export interface Settings {
   readonly grpcTls: GrpcTlsSettings | undefined;
   /** Connection limits of the gRPC port (docs/grpc-server.md). */
   readonly grpcConnections: GrpcConnectionSettings;
+  /** Stats sinks: statsd, DogStatsD, Prometheus on `PROMETHEUS_ADDR` (settings-telemetry.ts). */
+  readonly stats: StatsSettings;
+  /** OpenTelemetry tracing; `undefined` unless `TRACING_ENABLED=true`. */
+  readonly tracing: TracingSettings | undefined;
+  /**
+   * What clients may hold on the gRPC port (docs/operations.md, "Limits"):
+   * `GRPC_MAX_CONNECTIONS` (default 10000), `GRPC_MAX_CONCURRENT_STREAMS` (4096),
+   * `GRPC_MAX_CONNECTION_BUFFER_BYTES` (64 MiB, or twice `GRPC_MAX_RECEIVE_MESSAGE_LENGTH` when
+   * that is more) and `GRPC_REQUEST_TIMEOUT` (`30s`; `0` = none).
+   */
+  readonly grpcLimits: GrpcLimits;
+  /**
+   * `MAX_REQUEST_BUFFER_BYTES` (default 256 MiB, or four times `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`
+   * when that is more): bytes unfinished requests of the gRPC port and
+   * `/json` may hold together; past it new requests are refused until some finish.
+   */
+  readonly maxRequestBufferBytes: number;
+  /**
+   * `HTTP_REQUEST_TIMEOUT` (default `30s`): time a request on the HTTP port (`/json` and the
+   * others) may take to arrive whole, headers and body; at least 1 s.
+   */
+  readonly httpRequestTimeoutMs: number;
 }
 
 /**
@@ -209,6 +270,12 @@ export interface RedisSettings {
   readonly keyPrefix: string;
   /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
   readonly localCacheBytes: number;
+  /**
+   * `REDIS_WAIT_AT_START` (default false; sluice only): wait up to `REDIS_TIMEOUT` for Redis to
+   * answer before listening. By default sluice listens at once and its health fails until Redis
+   * answers.
+   */
+  readonly waitAtStart: boolean;
 }
 
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
@@ -225,6 +292,14 @@ export interface SettingFlags {
   readonly grpcHost?: string;
   /** `--grpc-port`. */
   readonly grpcPort?: string;
+  /** `--host` (`HOST`). */
+  readonly httpHost?: string;
+  /** `--port` (`PORT`). */
+  readonly httpPort?: string;
+  /** `--debug-host` (`DEBUG_HOST`). */
+  readonly debugHost?: string;
+  /** `--debug-port` (`DEBUG_PORT`). */
+  readonly debugPort?: string;
   /** `--log-level`. */
   readonly logLevel?: string;
   /** `--log-format`. */
@@ -254,13 +329,17 @@ const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 const FLAG_NAMES: Readonly<Record<string, string>> = {
   GRPC_HOST: '--grpc-host',
   GRPC_PORT: '--grpc-port',
+  HOST: '--host',
+  PORT: '--port',
+  DEBUG_HOST: '--debug-host',
+  DEBUG_PORT: '--debug-port',
   LOG_LEVEL: '--log-level',
   LOG_FORMAT: '--log-format',
   BACKEND_TYPE: '--backend-type',
 };
 
 /** Collects problems while reading settings, so all are reported together. */
-class Reader {
+export class Reader {
   readonly problems: string[] = [];
 
   constructor(private readonly env: NodeJS.ProcessEnv) {}
@@ -371,6 +450,9 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     );
   }
 
+  // The byte budgets' defaults grow with it, so raising it alone never fails the start.
+  const maxMessageBytes = r.int('GRPC_MAX_RECEIVE_MESSAGE_LENGTH', 1_048_576, 1024, 64 * 1_048_576);
+  const configType = configTypeSetting(r);
   const settings: Settings = {
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
@@ -378,6 +460,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     logLevel: logLevel ?? 'warn',
     logFormat: formatText === 'text' ? 'text' : 'json',
     config: configSource(r, flags.config),
+    configType,
+    xds: configType === 'GRPC_XDS_SOTW' ? xdsSettings(r, flags.config) : undefined,
+    forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG', false),
+    healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+    notices: notices(r),
     mergeDomainConfigs: r.bool('MERGE_DOMAIN_CONFIG', false),
     backendType,
     backendTypeInferred,
@@ -391,17 +478,13 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     maxDescriptorsPerRequest: r.int('MAX_DESCRIPTORS_PER_REQUEST', 64, 1, 100_000),
     maxEntriesPerDescriptor: r.int('MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 100_000),
     maxEntryLength: r.int('MAX_ENTRY_LENGTH', 4096, 1, 1_048_576),
-    grpcMaxReceiveMessageBytes: r.int(
-      'GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
-      1_048_576,
-      1024,
-      64 * 1_048_576,
-    ),
+    grpcMaxReceiveMessageBytes: maxMessageBytes,
     shutdownGraceMs: r.int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    httpHost: r.string('HOST', '0.0.0.0'),
-    httpPort: r.int('PORT', 8080, 0, 65535),
-    debugHost: r.string('DEBUG_HOST', '127.0.0.1'),
-    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535),
+    workers: workersSetting(r, backendType),
+    httpHost: r.string('HOST', '0.0.0.0', flags.httpHost),
+    httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
+    debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
+    debugPort: r.int('DEBUG_PORT', 6070, 0, 65535, flags.debugPort),
     debugConsoleResetEnabled: r.bool('DEBUG_CONSOLE_RESET_ENABLED', false),
     nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
@@ -419,7 +502,55 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
       keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
       maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
     },
+    stats: statsSettings(r),
+    tracing: tracingSettings(r),
+    grpcLimits: {
+      maxConnections: r.int(
+        'GRPC_MAX_CONNECTIONS',
+        DEFAULT_GRPC_LIMITS.maxConnections,
+        1,
+        1_000_000,
+      ),
+      maxConcurrentStreams: r.int(
+        'GRPC_MAX_CONCURRENT_STREAMS',
+        DEFAULT_GRPC_LIMITS.maxConcurrentStreams,
+        1,
+        1_000_000,
+      ),
+      maxConnectionBufferBytes: r.int(
+        'GRPC_MAX_CONNECTION_BUFFER_BYTES',
+        Math.max(DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes, 2 * maxMessageBytes),
+        65_536,
+        2 ** 40,
+      ),
+      requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
+    },
+    maxRequestBufferBytes: r.int(
+      'MAX_REQUEST_BUFFER_BYTES',
+      Math.max(DEFAULT_REQUEST_BUFFER_BYTES, 4 * maxMessageBytes),
+      65_536,
+      2 ** 40,
+    ),
+    httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
+
+  if (settings.httpRequestTimeoutMs < 1_000) {
+    r.problems.push(
+      `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
+    );
+  }
+  // A budget smaller than one message would refuse every large request.
+  for (const name of ['GRPC_MAX_CONNECTION_BUFFER_BYTES', 'MAX_REQUEST_BUFFER_BYTES'] as const) {
+    const value =
+      name === 'MAX_REQUEST_BUFFER_BYTES'
+        ? settings.maxRequestBufferBytes
+        : settings.grpcLimits.maxConnectionBufferBytes;
+    if (value < settings.grpcMaxReceiveMessageBytes + 65_536) {
+      r.problems.push(
+        `${name}=${value}: must be at least GRPC_MAX_RECEIVE_MESSAGE_LENGTH + 64 KiB (${settings.grpcMaxReceiveMessageBytes + 65_536}), or a request of the largest size could never be received`,
+      );
+    }
+  }
 
   // A batch larger than the cap could evict its own counters while they are being charged.
   if (settings.memoryMaxKeys < settings.maxDescriptorsPerRequest) {
@@ -456,6 +587,24 @@ function defaultAlgorithm(r: Reader): Algorithm {
     return 'sliding_window';
   }
   return algorithm;
+}
+
+/**
+ * `WORKERS`: 1 to 256 server processes; default one per core with the Redis store, 1 with the
+ * memory store, which refuses more (each process would count on its own).
+ */
+function workersSetting(r: Reader, backendType: 'memory' | 'redis'): number {
+  if (backendType === 'memory') {
+    const workers = r.int('WORKERS', 1, 1, 256);
+    if (workers > 1) {
+      r.problems.push(
+        `WORKERS=${workers}: the memory store keeps its counters in one process; use WORKERS=1 ` +
+          '(or leave it unset), or BACKEND_TYPE=redis to serve from several processes',
+      );
+    }
+    return 1;
+  }
+  return r.int('WORKERS', Math.min(256, os.availableParallelism()), 1, 256);
 }
 
 /** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
@@ -497,6 +646,149 @@ function grpcTlsSettings(r: Reader): GrpcTlsSettings | undefined {
   return { certFile: certFile ?? '', keyFile: keyFile ?? '', clientCaFile, clientSan };
 }
 
+/** `CONFIG_TYPE`: `FILE` (default) or `GRPC_XDS_SOTW`, the reference's two values (any case). */
+function configTypeSetting(r: Reader): 'FILE' | 'GRPC_XDS_SOTW' {
+  const text = r.string('CONFIG_TYPE', 'FILE');
+  const upper = text.trim().toUpperCase();
+  if (upper === 'FILE' || upper === 'GRPC_XDS_SOTW') return upper;
+  r.problems.push(
+    `CONFIG_TYPE=${JSON.stringify(text)}: expected FILE (rules from files, the default) or GRPC_XDS_SOTW (rules from an xDS management server)`,
+  );
+  return 'FILE';
+}
+
+/**
+ * The xDS client's settings (`CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), with the reference's names and
+ * defaults. TLS files are only checked for presence here; the client reads them at start.
+ */
+function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOptions {
+  if (flagPaths !== undefined && flagPaths.length > 0) {
+    r.problems.push(
+      '--config reads rule files, but CONFIG_TYPE=GRPC_XDS_SOTW takes the rules from the xDS server; drop --config or set CONFIG_TYPE=FILE',
+    );
+  }
+  const serverUrl = r.string('CONFIG_GRPC_XDS_SERVER_URL', 'localhost:18000').trim();
+  // host:port as the reference documents it, or a gRPC target name (dns:///host:port, unix:path).
+  const hostPort = /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):\d{1,5}$/;
+  if (!hostPort.test(serverUrl) && !/^(dns|unix|ipv4|ipv6):\S+$/.test(serverUrl)) {
+    r.problems.push(
+      `CONFIG_GRPC_XDS_SERVER_URL=${JSON.stringify(serverUrl)}: expected host:port of the xDS management server (for example envoy-gateway:18001) or a gRPC target such as dns:///host:port`,
+    );
+  }
+  const backoffInitialMs = r.duration('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 10_000);
+  const backoffMaxMs = r.duration('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000);
+  if (backoffMaxMs < backoffInitialMs) {
+    r.problems.push(
+      `XDS_CLIENT_BACKOFF_MAX_INTERVAL (${backoffMaxMs} ms) must be at least XDS_CLIENT_BACKOFF_INITIAL_INTERVAL (${backoffInitialMs} ms)`,
+    );
+  }
+  const maxMessage = r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2_147_483_647);
+  const useTls = r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS', false);
+  const certFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_CERT');
+  const keyFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_KEY');
+  if (useTls && (certFile === undefined) !== (keyFile === undefined)) {
+    r.problems.push(
+      'CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: set both for a client certificate (mTLS), or neither',
+    );
+  }
+  return {
+    serverUrl,
+    nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
+    nodeMetadata: keyValueList(r, 'CONFIG_GRPC_XDS_NODE_METADATA', '=', false),
+    headers: keyValueList(r, 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', ':', true),
+    connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
+    backoffInitialMs,
+    backoffMaxMs,
+    backoffFactor: backoffFactor(r),
+    backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
+    maxMessageBytes: maxMessage === 0 ? undefined : maxMessage,
+    tls: useTls
+      ? {
+          caFile: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_CACERT'),
+          certFile,
+          keyFile,
+          serverSan: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_SAN'),
+        }
+      : undefined,
+  };
+}
+
+/** `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`: a number of at least 0 (default 0.5; see XdsOptions). */
+function backoffFactor(r: Reader): number {
+  const text = r.raw('XDS_CLIENT_BACKOFF_RANDOM_FACTOR');
+  if (text === undefined) return 0.5;
+  const value = Number(text.trim());
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1000) {
+    r.problems.push(
+      `XDS_CLIENT_BACKOFF_RANDOM_FACTOR=${JSON.stringify(text)}: expected a number from 0 to 1000 (what the wait is multiplied by per failed attempt)`,
+    );
+    return 0.5;
+  }
+  return value;
+}
+
+/**
+ * A `k1<sep>v1,k2<sep>v2` list (the reference's format for node metadata, `=`, and for the extra
+ * headers, `:`). An item without the separator is refused: the reference drops it silently (node
+ * metadata) or refuses to start (headers), and either way it is a typo worth naming. Header names
+ * are gRPC metadata keys, so they are lower-cased and checked.
+ */
+function keyValueList(
+  r: Reader,
+  name: string,
+  separator: string,
+  headerNames: boolean,
+): Record<string, string> {
+  const text = r.raw(name);
+  const out: Record<string, string> = {};
+  if (text === undefined) return out;
+  for (const item of text.split(',')) {
+    if (item.trim() === '') continue;
+    const at = item.indexOf(separator);
+    const key = (at < 0 ? '' : item.slice(0, at)).trim();
+    if (at < 0 || key === '') {
+      r.problems.push(
+        `${name}: ${JSON.stringify(item)} is not key${separator}value; write ${name}=k1${separator}v1,k2${separator}v2`,
+      );
+      continue;
+    }
+    const value = item.slice(at + 1).trim();
+    if (headerNames) {
+      const lower = key.toLowerCase();
+      if (!/^[0-9a-z_.-]+$/.test(lower) || lower.startsWith('grpc-')) {
+        r.problems.push(
+          `${name}: ${JSON.stringify(key)} is not a usable gRPC metadata key (letters, digits, '-', '_' and '.', not starting with grpc-)`,
+        );
+        continue;
+      }
+      out[lower] = value;
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+/**
+ * Reference settings read only to be checked, and the notices they give. `RUNTIME_IGNOREDOTFILES`
+ * and `RUNTIME_WATCH_ROOT` are booleans the reference refuses to start with when malformed; sluice
+ * checks them the same way and then needs neither (docs/compatibility.md). Envoy Gateway sets
+ * `GRPC_SERVER_TLS_CA_CERT`, a name the reference never reads: its gRPC port then asks for no
+ * client certificate, and neither does sluice's (docs/envoy-gateway.md).
+ */
+function notices(r: Reader): string[] {
+  r.bool('RUNTIME_IGNOREDOTFILES', false);
+  r.bool('RUNTIME_WATCH_ROOT', true);
+  const out: string[] = [];
+  const caCert = r.raw('GRPC_SERVER_TLS_CA_CERT');
+  if (caCert !== undefined) {
+    out.push(
+      `GRPC_SERVER_TLS_CA_CERT=${JSON.stringify(caCert)} is not read (nor by the reference): client certificates on the gRPC port are verified only with GRPC_CLIENT_TLS_CACERT`,
+    );
+  }
+  return out;
+}
+
 /** `LIMIT_RESPONSE_HEADERS_FORMAT`: `reference` (default) or `ietf`, case-insensitive. */
 function headersFormat(r: Reader): 'reference' | 'ietf' {
   const text = r.string('LIMIT_RESPONSE_HEADERS_FORMAT', 'reference').toLowerCase();
@@ -518,6 +810,7 @@ function redisSettings(r: Reader): RedisSettings {
     perSecond,
     keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
     localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
+    waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
   };
 }
 

@@ -32,7 +32,7 @@ import { dropPairsBelow, newestSlot, pairFreeing, pushPair } from './ring.js';
 export const SUB_BUCKETS = 20;
 
 /** A bucket `i` is counted through bucket index `i + SUB_BUCKETS` and expires at the next one. */
-const EXPIRY_SPAN = SUB_BUCKETS + 1;
+export const EXPIRY_SPAN = SUB_BUCKETS + 1;
 
 /** At most this many buckets are live at once (indices `current - SUB_BUCKETS ... current`). */
 const MAX_LIVE_BUCKETS = SUB_BUCKETS + 1;

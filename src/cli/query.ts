@@ -2,6 +2,7 @@
  * `sluice query`: a first-five-minutes client. Sends one ShouldRateLimit and prints the answer.
  */
 import { readFileSync } from 'node:fs';
+import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { SluiceError } from '../errors.js';
 import { rlsClientConstructor } from '../transport/grpc/proto.js';
@@ -213,8 +214,58 @@ export function sendQuery(options: QueryOptions): Promise<WireResponse> {
     ) => void;
     call.call(client, request, { deadline: Date.now() + options.timeoutMs }, (err, response) => {
       client.close();
-      if (err) reject(err);
+      if (err) void explainFailure(err, options).then(reject);
       else resolve(response ?? {});
     });
+  });
+}
+
+/**
+ * A failed call as the user should read it: grpc-js's empty `Resolution note: ` tail dropped,
+ * and, when the connection failed, whether TLS on one side only is why.
+ */
+async function explainFailure(
+  err: grpc.ServiceError,
+  options: QueryOptions,
+): Promise<grpc.ServiceError> {
+  let message = err.message.replace(/\s*\.?\s*Resolution note:\s*$/, '');
+  if (err.code === grpc.status.UNAVAILABLE) {
+    if (options.tls !== undefined && /wrong version number|packet length too long/.test(message)) {
+      message +=
+        `\n${options.addr} did not answer the TLS handshake: it looks like a plaintext port;` +
+        ` drop --tls, --cacert, --cert and --key`;
+    } else if (options.tls === undefined && (await speaksTls(options.addr))) {
+      message +=
+        `\n${options.addr} serves TLS (GRPC_SERVER_USE_TLS): add --cacert FILE with the CA` +
+        ` that signed its certificate, or --tls to trust the system's CAs (and --cert FILE --key` +
+        ` FILE when it asks for a client certificate)`;
+    }
+  }
+  return Object.assign(new Error(message), {
+    code: err.code,
+    details: err.details,
+    metadata: err.metadata,
+  });
+}
+
+/** Whether `addr` (`host:port`) completes a TLS handshake, certificate unchecked; 1 s at most. */
+function speaksTls(addr: string): Promise<boolean> {
+  const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(addr);
+  if (match === null) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const socket = tls.connect({
+      host: match[1],
+      port: Number(match[2]),
+      rejectUnauthorized: false,
+      ALPNProtocols: ['h2'],
+      timeout: 1_000,
+    });
+    const done = (result: boolean): void => {
+      socket.destroy();
+      resolve(result);
+    };
+    socket.once('secureConnect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
   });
 }

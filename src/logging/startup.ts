@@ -19,6 +19,8 @@ export interface StartupInfo {
    * becomes a field of the line.
    */
   readonly listeners: Readonly<Record<string, string>>;
+  /** Server processes sharing the ports (`WORKERS`); left out of the line when undefined. */
+  readonly workers?: number | undefined;
   /** The counter store's backend type (`BACKEND_TYPE`), never its address or credentials. */
   readonly store: string;
   /**
@@ -43,6 +45,7 @@ export function logStartup(logger: Logger, info: StartupInfo): void {
     ...info.listeners,
     ...(info.grpcTls === undefined ? {} : { grpcTls: info.grpcTls }),
     store: info.store,
+    ...(info.workers === undefined ? {} : { workers: info.workers }),
     config: info.configOrigin,
     domains: [...info.snapshot.domains.keys()].sort(),
     rules: info.snapshot.dump().length,

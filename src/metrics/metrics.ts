@@ -67,6 +67,37 @@ export interface TlsMetricsSink {
   serving(serialNumber: string, notAfterMs: number): void;
 }
 
+/** Why a connection, call or request was refused (`sluice_transport_refusals_total{reason}`). */
+export type RefusalReason =
+  /** `GRPC_MAX_CONNECTIONS` connections were open: a new one was closed at accept. */
+  | 'connections'
+  /** The connection's unfinished requests held `GRPC_MAX_CONNECTION_BUFFER_BYTES`. */
+  | 'connection_buffer'
+  /** Unfinished requests of both ports held `MAX_REQUEST_BUFFER_BYTES`. */
+  | 'total_buffer'
+  /** A gRPC request did not arrive whole within `GRPC_REQUEST_TIMEOUT`. */
+  | 'request_timeout'
+  /** A `/json` body was larger than `GRPC_MAX_RECEIVE_MESSAGE_LENGTH`. */
+  | 'json_body_size'
+  /** A request on the HTTP port did not arrive whole within `HTTP_REQUEST_TIMEOUT`. */
+  | 'http_timeout';
+
+/** Every {@link RefusalReason}, in the order `/metrics` lists them. */
+export const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'connections',
+  'connection_buffer',
+  'total_buffer',
+  'request_timeout',
+  'json_body_size',
+  'http_timeout',
+];
+
+/** Where the transports report refusals and what they hold. None of the methods may throw. */
+export interface TransportMetricsSink {
+  /** One connection, call or request refused for `reason`. */
+  refused(reason: RefusalReason): void;
+}
+
 /** Options for {@link createMetrics}. */
 export interface MetricsOptions {
   /** `NEAR_LIMIT_RATIO` (0..1). */
@@ -75,6 +106,17 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean;
   /** Number of counters the store holds now (read at scrape time). */
   readonly storeSize?: () => number;
+  /** Also hands every latency to this (the statsd sink's timer samples); `undefined`: none. */
+  readonly latencyTap?: { add(seconds: number): void } | undefined;
+  /**
+   * `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: render the latency histogram (bounds and sum) in
+   * ms under its usual name, as the reference does with the flag on.
+   */
+  readonly latencyInMilliseconds?: boolean;
+  /** Bytes unfinished requests hold now (`MAX_REQUEST_BUFFER_BYTES`'s budget; scrape time). */
+  readonly requestBufferBytes?: () => number;
+  /** Number of domains the serving rules define (read at scrape time); 0 when unset. */
+  readonly configDomains?: () => number;
 }
 
 /** The metrics of one sluice instance. */
@@ -87,10 +129,14 @@ export interface Metrics {
   readonly store: StoreMetricsSink;
   /** The sink the gRPC port's TLS reports to. */
   readonly tls: TlsMetricsSink;
+  /** The sink the transports report refusals to (docs/operations.md, "Limits"). */
+  readonly transport: TransportMetricsSink;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
   /** The stats of one stats key, created on first use. */
   statsFor(key: string): RuleStats;
+  /** Every per-rule stats created so far (the statsd sink reads them at each flush). */
+  rules(): IterableIterator<RuleStats>;
   /** Observe one ShouldRateLimit latency, in seconds. */
   observeLatency(seconds: number): void;
   /** Every metric in the Prometheus text format. */
@@ -124,8 +170,11 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_store_local_cache_over_limit_total',
   'sluice_store_fallback_total',
   'sluice_store_keys',
+  'sluice_config_domains',
   'sluice_tls_reloads_total',
   'sluice_tls_certificate_expiry_timestamp_seconds',
+  'sluice_transport_refusals_total',
+  'sluice_request_buffer_bytes',
 ];
 
 /** The labels of a stats key as the reference's default Prometheus mapping derives them. */
@@ -298,13 +347,15 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const latencyBuckets = LATENCY_BUCKETS_SECONDS;
   const latencyCounts = new Float64Array(latencyBuckets.length + 1);
   let latencySum = 0;
+  const latencyScale = options.latencyInMilliseconds === true ? 1000 : 1;
+  const latencyTap = options.latencyTap;
   registry.registerMetric(
     plainHistogram(
       'ratelimit_service_response_time_seconds',
-      'ShouldRateLimit latency inside sluice (request to answer), seconds',
+      `ShouldRateLimit latency inside sluice (request to answer), ${latencyScale === 1 ? 'seconds' : 'milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS)'}`,
       { grpc_method: 'ShouldRateLimit' },
-      latencyBuckets,
-      () => ({ counts: latencyCounts, sum: latencySum }),
+      latencyScale === 1 ? latencyBuckets : latencyBuckets.map((b) => b * latencyScale),
+      () => ({ counts: latencyCounts, sum: latencySum * latencyScale }),
     ),
   );
   new Counter({
@@ -367,6 +418,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
   });
 
+  const configDomains = options.configDomains;
+  new Gauge({
+    name: 'sluice_config_domains',
+    help: 'Domains in the rate limit config serving now (0: every call is answered OK, nothing is limited)',
+    registers: [registry],
+    collect() {
+      this.set(configDomains === undefined ? 0 : configDomains());
+    },
+  });
+
   const tlsReloads = { applied: 0, refused: 0 };
   let tlsServing: { serialNumber: string; notAfterMs: number } | undefined;
   new Counter({
@@ -393,9 +454,38 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
   });
 
+  // ---- transport limits (issue 22): refusals by reason, bytes held by unfinished requests ----
+  const refusals = new Map<RefusalReason, number>(REFUSAL_REASONS.map((r) => [r, 0]));
+  new Counter({
+    name: 'sluice_transport_refusals_total',
+    help: 'Connections, calls and requests refused by a transport limit, by reason (docs/operations.md, Limits)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, count] of refusals) this.inc({ reason }, count);
+    },
+  });
+  const requestBufferBytes = options.requestBufferBytes;
+  new Gauge({
+    name: 'sluice_request_buffer_bytes',
+    help: 'Bytes held by unfinished requests of the gRPC port and /json (bounded by MAX_REQUEST_BUFFER_BYTES)',
+    registers: [registry],
+    collect() {
+      this.set(requestBufferBytes === undefined ? 0 : requestBufferBytes());
+    },
+  });
+  const transport: TransportMetricsSink = {
+    refused(reason) {
+      refusals.set(reason, (refusals.get(reason) ?? 0) + 1);
+    },
+  };
+  // ---- end of transport limits ----
+
   return {
     registry,
     service,
+    transport,
     tls: {
       reload(result) {
         tlsReloads[result]++;
@@ -437,7 +527,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
       }
       return stats;
     },
+    rules() {
+      return rules.values();
+    },
     observeLatency(seconds) {
+      if (latencyTap !== undefined) latencyTap.add(seconds);
       latencySum += seconds;
       let i = 0;
       while (i < latencyBuckets.length && seconds > latencyBuckets[i]!) i++;

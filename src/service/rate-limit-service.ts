@@ -14,6 +14,7 @@ import type {
   RateLimitResponse,
   RequestDescriptor,
 } from '../model.js';
+import type { TraceHeaders, Tracing } from '../tracing/tracing.js';
 import { problemJson, rateLimitHeaders, type HeaderOptions } from './headers.js';
 
 /** Size bounds on a request; anything larger is INVALID_REQUEST. */
@@ -44,6 +45,8 @@ export interface RateLimitServiceOptions {
   readonly problemJson?: boolean | undefined;
   /** Time source for header values (epoch ms); default `Date.now`. */
   readonly clock?: Clock | undefined;
+  /** Trace every call (`TRACING_ENABLED`); `undefined`: no tracing and no work for it. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** The rate limit service, independent of any transport. */
@@ -51,8 +54,10 @@ export interface RateLimitService {
   /**
    * Decide one request. Rejects with SluiceError INVALID_REQUEST for a malformed or oversized
    * request and STORE_UNAVAILABLE when counting failed; over limit is an answer, not an error.
+   * `headers`: the call's metadata, where tracing finds the caller's trace (transports pass it
+   * only when tracing is on).
    */
-  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
+  shouldRateLimit(request: RateLimitRequest, headers?: TraceHeaders): Promise<RateLimitResponse>;
 }
 
 /** The reference's message for a request without a domain. */
@@ -193,7 +198,8 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
 
   const countFailure = (error: SluiceError): void => {
     if (counters === undefined) return;
-    if (error.code === 'INVALID_REQUEST') counters.serviceErrors++;
+    // NO_CONFIG is a service error in the reference's stats too.
+    if (error.code === 'INVALID_REQUEST' || error.code === 'NO_CONFIG') counters.serviceErrors++;
     else if (error.code === 'STORE_UNAVAILABLE') counters.storeErrors++;
     else counters.internalErrors++;
   };
@@ -226,14 +232,16 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
     return response;
   };
 
-  const fail = (err: unknown): SluiceError => {
+  // A failed call is timed too: the reference's response_time covers every call.
+  const fail = (err: unknown, start: number): SluiceError => {
     const error = SluiceError.from(err);
     countFailure(error);
+    if (metrics !== undefined) metrics.observeLatency((performance.now() - start) / 1000);
     return error;
   };
 
   const decideNow = limiter.decideNow;
-  return {
+  const service: RateLimitService = {
     // Not `async`: with a synchronous store (memory) the answer is ready when the promise is
     // made, and the only promise hop is the caller's.
     shouldRateLimit(request) {
@@ -244,7 +252,7 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
           validateRequest(request, bounds);
           decided = decideNow(config(), request);
         } catch (err) {
-          return Promise.reject(fail(err));
+          return Promise.reject(fail(err, start));
         }
         try {
           return Promise.resolve(complete(request, decided, start));
@@ -256,11 +264,18 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
         validateRequest(request, bounds);
         return limiter.decide(config(), request).then(
           (decided) => complete(request, decided, start),
-          (err: unknown) => Promise.reject(fail(err)),
+          (err: unknown) => Promise.reject(fail(err, start)),
         );
       } catch (err) {
-        return Promise.reject(fail(err));
+        return Promise.reject(fail(err, start));
       }
     },
+  };
+  const tracing = options.tracing;
+  if (tracing === undefined) return service;
+  const untraced = (request: RateLimitRequest) => service.shouldRateLimit(request);
+  return {
+    shouldRateLimit: (request, headers) =>
+      tracing.traceCall(request, headers, () => untraced(request)),
   };
 }

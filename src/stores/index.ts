@@ -1,8 +1,8 @@
 /**
  * The store factory: the counter store the settings ask for (docs/configuration.md).
  * `BACKEND_TYPE=memory` gives the memory store; `redis` gives the Redis store behind the failure
- * policy (`STORE_FAILURE_MODE`), connected (or still connecting in the background after
- * `REDIS_TIMEOUT`) when the promise resolves.
+ * policy (`STORE_FAILURE_MODE`), still connecting in the background when the promise resolves
+ * (unless `REDIS_WAIT_AT_START` asks to wait up to `REDIS_TIMEOUT` for it).
  */
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logging/logger.js';
@@ -79,19 +79,27 @@ export async function createStore(
     metrics,
     logger,
   });
-  const ready = await Promise.all([
-    waitUntilReady(client, redis.main.timeoutMs),
-    perSecondClient === undefined
-      ? true
-      : waitUntilReady(perSecondClient, redis.perSecond!.timeoutMs),
-  ]);
+  // By default nothing waits for Redis: the servers listen at once and health fails until Redis
+  // answers (calls get the failure policy's answer meanwhile). REDIS_WAIT_AT_START restores a
+  // wait of up to REDIS_TIMEOUT before listening.
+  const connected = redis.waitAtStart
+    ? (
+        await Promise.all([
+          waitUntilReady(client, redis.main.timeoutMs),
+          perSecondClient === undefined
+            ? true
+            : waitUntilReady(perSecondClient, redis.perSecond!.timeoutMs),
+        ])
+      ).every(Boolean)
+    : undefined;
   logger.info(
     {
       redisType: redis.main.type,
       perSecond: perSecondClient !== undefined,
       localCacheBytes: redis.localCacheBytes,
       failureMode: settings.storeFailureMode,
-      connected: ready.every(Boolean),
+      waitAtStart: redis.waitAtStart,
+      connected,
     },
     'redis store created',
   );

@@ -11,6 +11,8 @@ import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
 import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
+import type { GrpcLimits, RequestBudget } from './limits.js';
+import type { TransportMetricsSink } from '../metrics/metrics.js';
 
 /** Which implementation serves the gRPC port. */
 export type GrpcServerKind = 'lean' | 'grpc-js';
@@ -33,6 +35,14 @@ export interface ServiceServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: the defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Hand each call's metadata to the service, for tracing (default false). */
+  readonly traceHeaders?: boolean;
+  /** Connections, streams, bytes and time clients may hold; `undefined`: the defaults. */
+  readonly limits?: GrpcLimits | undefined;
+  /** The process-wide budget of unfinished requests' bytes, shared with the HTTP server. */
+  readonly budget?: RequestBudget | undefined;
+  /** Where refusals are counted; `undefined`: nowhere. */
+  readonly metrics?: TransportMetricsSink | undefined;
 }
 
 /** The gRPC service port: RateLimitService, health and reflection. */
@@ -49,6 +59,8 @@ export interface ServiceServer {
 /** Create the server `options.kind` names (not yet listening). */
 export function createServiceServer(options: ServiceServerOptions): ServiceServer {
   const { kind, service, logger, maxReceiveMessageBytes, health, tls, connections } = options;
+  const traceHeaders = options.traceHeaders === true;
+  const { limits, budget, metrics } = options;
   switch (kind) {
     case 'lean':
       return createLeanServer({
@@ -63,6 +75,10 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         idleTimeoutMs: connections?.maxConnectionIdleMs,
         maxConnectionAgeMs: connections?.maxConnectionAgeMs,
         maxConnectionAgeGraceMs: connections?.maxConnectionAgeGraceMs,
+        traceHeaders,
+        limits,
+        budget,
+        metrics,
       });
     case 'grpc-js':
       return createGrpcServer({
@@ -72,6 +88,10 @@ export function createServiceServer(options: ServiceServerOptions): ServiceServe
         health,
         tls,
         connections,
+        traceHeaders,
+        limits,
+        budget,
+        metrics,
       });
   }
 }

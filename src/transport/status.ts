@@ -35,6 +35,8 @@ export const GRPC_STATUS_BY_CODE: Readonly<Record<ErrorCode, GrpcStatusCode>> = 
   INVALID_SETTINGS: GrpcStatus.FAILED_PRECONDITION,
   INVALID_REQUEST: GrpcStatus.INVALID_ARGUMENT,
   STORE_UNAVAILABLE: GrpcStatus.UNAVAILABLE,
+  // The reference answers a plain Go error here, which grpc-go sends as UNKNOWN.
+  NO_CONFIG: GrpcStatus.UNKNOWN,
   INTERNAL: GrpcStatus.INTERNAL,
 };
 

@@ -6,6 +6,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -276,8 +277,13 @@ describe('the Dockerfile', () => {
     expect(user).not.toMatch(/^USER (root|0)(:|$)/);
   });
 
-  it('exposes only the gRPC port until the HTTP and debug endpoints exist', () => {
-    expect(finalStage.filter((l) => l.startsWith('EXPOSE '))).toEqual(['EXPOSE 8081']);
+  it('exposes what sluice serves: gRPC 8081, HTTP 8080, debug 6070', () => {
+    expect(finalStage.filter((l) => l.startsWith('EXPOSE '))).toEqual(['EXPOSE 8081 8080 6070']);
+  });
+
+  it('builds on a Node 24 base given as a build argument', () => {
+    expect(instructions[0]).toBe('ARG NODE_IMAGE=node:24-slim');
+    expect(stages).toEqual(['FROM ${NODE_IMAGE} AS build', 'FROM ${NODE_IMAGE} AS runtime']);
   });
 
   it("puts the demo rules at the reference's default RUNTIME_ROOT layout, readable by its user", () => {
@@ -336,22 +342,45 @@ describe('the health check one-liners, run for real', () => {
     }
   }
 
-  it("the Dockerfile's HEALTHCHECK passes when the gRPC port accepts and fails when it does not", async () => {
-    const line = dockerfile.replace(/\\\n\s*/g, ' ').match(/^HEALTHCHECK .*CMD (\[.*\])$/m);
-    const test = ['CMD', ...(JSON.parse(line?.[1] ?? '[]') as string[])];
-    const script = nodeScript(test);
-    await withListener(async (port) => {
-      expect(await runNodeOneLiner(script, { GRPC_PORT: String(port) })).toBe(0);
+  /** An HTTP server on a free loopback port answering /healthcheck with `status`. */
+  async function withHealth<T>(status: number, fn: (port: number) => Promise<T>): Promise<T> {
+    const server = http.createServer((req, res) => {
+      res.writeHead(req.url === '/healthcheck' ? status : 404);
+      res.end();
     });
-    expect(await runNodeOneLiner(script, { GRPC_PORT: String(await freePort()) })).toBe(1);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      return await fn((server.address() as net.AddressInfo).port);
+    } finally {
+      server.close();
+    }
+  }
+
+  const dockerfileCheck = (): string[] => {
+    const line = dockerfile.replace(/\\\n\s*/g, ' ').match(/^HEALTHCHECK .*CMD (\[.*\])$/m);
+    return ['CMD', ...(JSON.parse(line?.[1] ?? '[]') as string[])];
+  };
+
+  it("the Dockerfile's HEALTHCHECK passes on /healthcheck 200 and fails on 500 or nothing listening", async () => {
+    const script = nodeScript(dockerfileCheck());
+    await withHealth(200, async (port) => {
+      expect(await runNodeOneLiner(script, { PORT: String(port) })).toBe(0);
+    });
+    await withHealth(500, async (port) => {
+      expect(await runNodeOneLiner(script, { PORT: String(port) })).toBe(1);
+    });
+    // A TCP listener that is not sluice's HTTP port (the old check's blind spot) fails too.
+    await withListener(async (port) => {
+      expect(await runNodeOneLiner(script, { PORT: String(port) })).toBe(1);
+    });
+    expect(await runNodeOneLiner(script, { PORT: String(await freePort()) })).toBe(1);
   });
 
-  it("compose's sluice check is the same TCP check", async () => {
-    const script = nodeScript(compose.services['sluice'].healthcheck.test);
-    await withListener(async (port) => {
-      expect(await runNodeOneLiner(script, { GRPC_PORT: String(port) })).toBe(0);
-    });
-    expect(await runNodeOneLiner(script, { GRPC_PORT: String(await freePort()) })).toBe(1);
+  it("compose's sluice check is the Dockerfile's, with no space in it (podman's Docker API splits CMD at spaces)", () => {
+    const test = compose.services['sluice'].healthcheck.test as string[];
+    expect(test).toEqual(dockerfileCheck());
+    expect(compose.services['upstream'].healthcheck.test.join('\n')).not.toMatch(/ /);
+    expect(test.join('\n')).not.toMatch(/ /);
   });
 
   it("compose's upstream answers 200 for any path and its check passes", async () => {

@@ -252,6 +252,7 @@ describe('createStore', () => {
         CACHE_KEY_PREFIX: 'factory:',
         LOCAL_CACHE_SIZE_IN_BYTES: '4096',
         STORE_FAILURE_MODE: 'allow',
+        REDIS_WAIT_AT_START: 'true',
       };
       const store = await createStore(loadSettings(env), { clock: Date.now, logger, metrics });
       try {
@@ -260,11 +261,11 @@ describe('createStore', () => {
         expect(batch.results.map((r) => r.remaining)).toEqual([4, 3]);
         const admin = adminClient(server.port);
         try {
-          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}v2\|/, ''))).toEqual([
             'factory:m',
           ]);
           await admin.select(1);
-          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}/, ''))).toEqual([
+          expect((await admin.keys('factory:*')).map((k) => k.replace(/\{.*\}v2\|/, ''))).toEqual([
             'factory:s',
           ]);
         } finally {

@@ -261,14 +261,16 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
 });
 
 describe.skipIf(requirement.skip)('redis store: keys, the per-second client and requests', () => {
-  it('names keys prefix{tag}counterKey with a TTL, and answers an empty batch without Redis', async () => {
+  it('names keys prefix{tag}v2|counterKey with a TTL, and answers an empty batch without Redis', async () => {
     const { store, prefix } = await make();
     const before = await scriptCalls();
     await expect(store.apply([])).resolves.toEqual({ admitted: true, results: [] });
     expect(await scriptCalls()).toBe(before);
     await store.apply([spec('fw|60000|edge|user=a', 1, 5)]);
     const keys = await admin!.keys(`${prefix}*`);
-    expect(keys).toEqual([`${prefix}{${hashTagOf('fw|60000|edge|user=a')}}fw|60000|edge|user=a`]);
+    expect(keys).toEqual([
+      `${prefix}{${hashTagOf('fw|60000|edge|user=a')}}v2|fw|60000|edge|user=a`,
+    ]);
     const ttl = await admin!.pttl(keys[0]!);
     expect(ttl).toBeGreaterThan(3_600_000);
     expect(ttl).toBeLessThanOrEqual(3_600_000 + MINUTE);
@@ -292,7 +294,7 @@ describe.skipIf(requirement.skip)('redis store: keys, the per-second client and 
     const db1 = adminClient(server!.port);
     try {
       await db1.select(1);
-      const names = (keys: string[]) => keys.map((k) => k.slice(k.indexOf('}') + 1)).sort();
+      const names = (keys: string[]) => keys.map((k) => k.slice(k.indexOf('}') + 4)).sort();
       expect(names(await db1.keys(`${prefix}*`))).toEqual(['almost', 'second']);
       expect(names(await admin!.keys(`${prefix}*`))).toEqual(['hour', 'minute']);
     } finally {

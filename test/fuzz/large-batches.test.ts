@@ -104,6 +104,7 @@ describe.skipIf(redis.skip)('redis store with the local cache: large batches', (
         REDIS_SOCKET_TYPE: 'tcp',
         LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
         MAX_DESCRIPTORS_PER_REQUEST: '100000',
+        REDIS_WAIT_AT_START: 'true',
       }),
       { clock: Date.now, logger: silentLogger() },
     );

@@ -14,6 +14,8 @@ import { createEnvoyRlsClient, type EnvoyRlsClient } from './envoy-rls-client.js
 export interface RunningApp {
   readonly app: App;
   readonly port: number;
+  /** The bound HTTP port (`/healthcheck`, `/json`, `/metrics`). */
+  readonly httpPort: number;
   readonly client: EnvoyRlsClient;
   stop(): Promise<void>;
 }
@@ -47,11 +49,12 @@ export async function startApp(
     clock: options.clock,
     watchPollIntervalMs: options.watchPollIntervalMs,
   });
-  const { grpcPort } = await app.start();
+  const { grpcPort, httpPort } = await app.start();
   const client = createEnvoyRlsClient(`127.0.0.1:${grpcPort}`);
   return {
     app,
     port: grpcPort,
+    httpPort,
     client,
     async stop() {
       client.close();

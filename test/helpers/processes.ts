@@ -344,6 +344,8 @@ export async function startSluice(
     configDir?: string;
     grpcPort: number;
     env?: Record<string, string>;
+    /** More `serve` flags, after `--config`. */
+    args?: readonly string[];
     timeoutMs?: number;
   },
 ): Promise<SluiceProcess> {
@@ -361,9 +363,12 @@ export async function startSluice(
   const proc = group.spawn(
     'sluice',
     process.execPath,
-    options.configDir === undefined
-      ? [SLUICE_MAIN, 'serve']
-      : [SLUICE_MAIN, 'serve', '--config', options.configDir],
+    [
+      SLUICE_MAIN,
+      'serve',
+      ...(options.configDir === undefined ? [] : ['--config', options.configDir]),
+      ...(options.args ?? []),
+    ],
     { env },
   );
   const address = `127.0.0.1:${options.grpcPort}`;

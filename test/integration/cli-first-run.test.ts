@@ -29,6 +29,7 @@ describe('help and version', () => {
     [['serve', '-h'], /^Usage: sluice serve /],
     [['check', '--help'], /^Usage: sluice check PATH/],
     [['query', '--help'], /^Usage: sluice query /],
+    [['version', '--help'], /^Usage: sluice version/],
     [['help', 'query'], /^Usage: sluice query /],
     [['--help'], /^Usage: sluice <command>/],
     [['help'], /^Usage: sluice <command>/],
@@ -133,6 +134,69 @@ describe('errors are prefixed and name what the user typed', () => {
       }
     },
   );
+});
+
+describe('a second sluice on one host: every port has a flag, every bind error its setting', () => {
+  const group = useProcessGroup();
+
+  it('serve --port, --debug-port, --host, --debug-host override PORT, DEBUG_PORT, HOST, DEBUG_HOST', async () => {
+    const [grpcPort, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()];
+    const server = await startSluice(group, {
+      grpcPort,
+      env: { PORT: 'not-used', DEBUG_PORT: 'not-used', HOST: '::bad', DEBUG_HOST: '::bad' },
+      args: [
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(httpPort),
+        '--debug-host',
+        '127.0.0.1',
+        '--debug-port',
+        String(debugPort),
+      ],
+    });
+    expect(server.grpcPort).toBe(grpcPort);
+    expect((await fetch(`http://127.0.0.1:${httpPort}/healthcheck`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${debugPort}/rlconfig`)).status).toBe(200);
+  });
+
+  it.each([
+    ['HTTP', ['--port'], /for HTTP \(set HOST\/PORT or --host\/--port\): .*EADDRINUSE/],
+    [
+      'debug',
+      ['--debug-port'],
+      /for the debug server \(set DEBUG_HOST\/DEBUG_PORT or --debug-host\/--debug-port\): .*EADDRINUSE/,
+    ],
+  ])('a busy %s port names the setting and the flag that move it', async (_name, flag, text) => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const others = {
+        '--port': String(await freePort()),
+        '--debug-port': String(await freePort()),
+      };
+      const result = await runCli([
+        'serve',
+        '--grpc-host',
+        '127.0.0.1',
+        '--grpc-port',
+        '0',
+        '--host',
+        '127.0.0.1',
+        '--debug-host',
+        '127.0.0.1',
+        ...Object.entries({ ...others, [flag[0]!]: String(port) }).flat(),
+      ]);
+      expect(result.code).toBe(1);
+      expect(result.stderr.trimEnd().split('\n')).toEqual([
+        expect.stringMatching(new RegExp(`^sluice: cannot listen on 127\\.0\\.0\\.1:${port} `)),
+      ]);
+      expect(result.stderr).toMatch(text);
+    } finally {
+      blocker.close();
+    }
+  });
 });
 
 describe('the start-up line', () => {

@@ -63,7 +63,7 @@ describe('starting the way envoyproxy/ratelimit is started', () => {
     const lines = server.proc.output().trim().split('\n');
     expect(lines.find((line) => line.includes('sluice listening'))).toMatch(
       new RegExp(
-        `^\\S+ INFO sluice listening version=\\S+ grpc=127\\.0\\.0\\.1:${server.grpcPort} http=\\S+ debug=\\S+ store=memory config=runtime domains=\\["api"\\] rules=1$`,
+        `^\\S+ INFO sluice listening version=\\S+ grpc=127\\.0\\.0\\.1:${server.grpcPort} http=\\S+ debug=\\S+ store=memory workers=1 config=runtime domains=\\["api"\\] rules=1$`,
       ),
     );
     expect(lines.filter((line) => line.startsWith('{'))).toEqual([]);
@@ -104,7 +104,26 @@ describe('starting the way envoyproxy/ratelimit is started', () => {
       '2000',
     ]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/sluice: request failed: /);
+    expect(result.stderr).toMatch(/^sluice: request failed: 14 UNAVAILABLE: .*ECONNREFUSED/);
+    // grpc-js ends its message with an empty "Resolution note: "; sluice drops it.
+    expect(result.stderr).not.toMatch(/Resolution note/);
+  });
+
+  it('says a plaintext port is plaintext when queried with --tls', async () => {
+    const result = await runCli([
+      'query',
+      '--addr',
+      `127.0.0.1:${server.grpcPort}`,
+      '--tls',
+      '--domain',
+      'api',
+      '--descriptor',
+      'user=a',
+    ]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      `\n127.0.0.1:${server.grpcPort} did not answer the TLS handshake: it looks like a plaintext port; drop --tls, --cacert, --cert and --key\n`,
+    );
   });
 });
 
@@ -123,6 +142,19 @@ describe('sluice check', () => {
     });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
+  });
+
+  it('exits 1 on paths that define no domain (an empty directory, non-YAML files only)', async () => {
+    const empty = await ruleDir({
+      'README.md': '# not a rule file\n',
+      '.hidden.yaml': 'domain: h\n',
+    });
+    const result = await runCli(['check', empty]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      `no rate limit rules in ${empty}: 0 rule file(s) found (every *.yaml and *.yml file of a directory is read; dot files are ignored), no domain defined; served as is, nothing would be rate limited\n`,
+    );
   });
 
   it('exits 1 and names the file, the YAML path and the reason of every problem', async () => {

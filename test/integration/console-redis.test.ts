@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
-import { useProcessGroup } from '../helpers/processes.js';
+import { useProcessGroup, waitFor } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 
 const requirement = requireRedis('console over redis');
@@ -22,6 +22,9 @@ describe.skipIf(requirement.skip)('debug console over the Redis store', () => {
       REDIS_SOCKET_TYPE: 'tcp',
       REDIS_URL: `127.0.0.1:${server.port}`,
       DEBUG_CONSOLE_RESET_ENABLED: 'true',
+    });
+    await waitFor('the Redis store to connect', () => sluice.app.store.healthy(), {
+      timeoutMs: 10_000,
     });
   });
   afterAll(async () => {

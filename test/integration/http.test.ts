@@ -440,7 +440,8 @@ describe('/metrics after a scripted sequence', () => {
       series(text, 'ratelimit_service_response_time_seconds_count')[
         'ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}'
       ],
-    ).toBe(22);
+      // Every call is timed, the invalid one too (as total_requests counts it).
+    ).toBe(23);
     // Node process metrics are there too.
     expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);
     expect(text).toMatch(/^nodejs_heap_size_used_bytes \d/m);

@@ -185,6 +185,7 @@ describe.skipIf(redisRequirement.skip)('key flood on the redis store', () => {
       REDIS_URL: server.address,
       REDIS_SOCKET_TYPE: 'tcp',
       CACHE_KEY_PREFIX: prefix,
+      REDIS_WAIT_AT_START: 'true',
     });
   });
   afterAll(async () => {

@@ -108,6 +108,9 @@ describe.skipIf(requirement.skip)('redis faults under traffic', () => {
           REDIS_TIMEOUT: `${TIMEOUT_MS}ms`,
           STORE_FAILURE_MODE: mode,
           CACHE_KEY_PREFIX: `${mode}:`,
+          // One process, so the store error counts below are one connection's (with workers,
+          // /metrics sums one disconnect per worker).
+          WORKERS: '1',
           HOST: '127.0.0.1',
           PORT: String(httpPorts.get(mode)),
         },

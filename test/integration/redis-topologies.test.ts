@@ -69,6 +69,7 @@ describe.skipIf(clusterRequirement.skip)('redis store on a 3-master cluster', ()
       REDIS_URL: cluster.url,
       REDIS_TIMEOUT: '5s',
       CACHE_KEY_PREFIX: prefix,
+      REDIS_WAIT_AT_START: 'true',
     });
     store = await createStore(settings, { clock: Date.now, logger: silentLogger() });
     expect(store.healthy()).toBe(true);
@@ -183,6 +184,7 @@ describe.skipIf(sentinelRequirement.skip)('redis store through a sentinel', () =
       REDIS_URL: setup.url,
       REDIS_TIMEOUT: '1s',
       CACHE_KEY_PREFIX: `s-${randomUUID()}:`,
+      REDIS_WAIT_AT_START: 'true',
     });
     store = await createStore(settings, { clock: Date.now, logger: silentLogger() });
     expect(store.healthy()).toBe(true);

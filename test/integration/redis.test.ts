@@ -60,6 +60,8 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
       REDIS_URL: `127.0.0.1:${server.port}`,
       REDIS_SOCKET_TYPE: 'tcp',
       CACHE_KEY_PREFIX: `t-${randomUUID()}:`,
+      // Redis is up: connected before the first call, as these tests assume.
+      REDIS_WAIT_AT_START: 'true',
       ...env,
     });
     const created = await createStore(settings, { clock: Date.now, logger: silentLogger() });
@@ -120,6 +122,7 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
         REDIS_SOCKET_TYPE: 'tcp',
         REDIS_URL: `127.0.0.1:${server.port}`,
         CACHE_KEY_PREFIX: prefix,
+        REDIS_WAIT_AT_START: 'true',
       });
     });
     afterAll(async () => {
@@ -155,6 +158,7 @@ describe.skipIf(requirement.skip)('redis store on one redis-server', () => {
     const settings = loadSettings({
       REDIS_URL: `127.0.0.1:${server.port}`,
       CACHE_KEY_PREFIX: `time-${randomUUID()}:`,
+      REDIS_WAIT_AT_START: 'true',
     });
     // The store's clock only feeds the local cache; decisions read TIME inside the script.
     const skewed = createManualClock(Date.UTC(2001, 0, 1));

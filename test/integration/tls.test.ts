@@ -269,6 +269,13 @@ describe.skipIf(requirement.skip)(`mTLS on the gRPC port (GRPC_SERVER=${SERVER})
     // Plaintext, and TLS without a client certificate, are refused.
     const plain = await runCli([...base, '--descriptor', 'user=cli-4']);
     expect(plain.code).toBe(1);
+    // ... and the refusal says why: the port serves TLS.
+    expect(plain.stderr).toMatch(
+      new RegExp(
+        `\\n127\\.0\\.0\\.1:${running.port} serves TLS \\(GRPC_SERVER_USE_TLS\\): add --cacert FILE`,
+      ),
+    );
+    expect(plain.stderr).not.toMatch(/Resolution note/);
     const noCert = await runCli([...base, '--cacert', pki.ca.cert, '--descriptor', 'user=cli-4']);
     expect(noCert.code).toBe(1);
     expect(noCert.stderr).toMatch(/request failed/);

@@ -31,7 +31,7 @@ describe('redis key names', () => {
     expect(hashTagOf('sw|60000|edge|user=a')).not.toBe(hashTagOf('sw|60000|edge|user=b'));
     expect(hashTagOf('sw|60000|edge|user=a')).toMatch(/^[0-9a-f]{8}$/);
     expect(redisKeyOf('rl_', 'sw|60000|edge|user=a')).toBe(
-      `rl_{${hashTagOf('sw|60000|edge|user=a')}}sw|60000|edge|user=a`,
+      `rl_{${hashTagOf('sw|60000|edge|user=a')}}v2|sw|60000|edge|user=a`,
     );
   });
 

@@ -1,10 +1,11 @@
 /**
  * Redis names of counter keys (docs/semantics.md §6): `CACHE_KEY_PREFIX`, a Redis Cluster hash tag,
- * then the counter key as src/limiter/keys.ts builds it. The tag is a hash of the key's descriptor
+ * the layout version (`v2|`), then the counter key as src/limiter/keys.ts builds it. The tag is a hash of the key's descriptor
  * part (domain and entries, without algorithm and window), so every counter of one descriptor (one
  * per limit of its rule) lives in one slot and one script call can check them all. The full counter
- * key follows the tag, so Redis names stay injective whatever the hash.
+ * key follows the tag and the layout version, so Redis names stay injective whatever the hash.
  */
+import { REDIS_LAYOUT_VERSION } from './apply-script.js';
 
 /** Number of hash slots of a Redis Cluster. */
 export const CLUSTER_SLOTS = 16384;
@@ -24,13 +25,21 @@ export function hashTagOf(counterKey: string): string {
   return (hash >>> 0).toString(16).padStart(8, '0');
 }
 
-/** The Redis key of a counter: `prefix{tag}counterKey`. */
+/**
+ * What follows the hash tag in every key of the current data layout (apply-script.ts,
+ * `REDIS_LAYOUT_VERSION`): `v2|`. Keys of layout 1 had none and went straight on with the counter
+ * key, which starts with an algorithm tag (`sw|`, `fw|`...), never with `v`: the two layouts' key
+ * sets are disjoint, so replicas of both sharing one Redis never touch each other's keys.
+ */
+export const LAYOUT_KEY_MARK = `v${REDIS_LAYOUT_VERSION}|`;
+
+/** The Redis key of a counter: `prefix{tag}v2|counterKey`. */
 export function redisKeyOf(
   prefix: string,
   counterKey: string,
   tag = hashTagOf(counterKey),
 ): string {
-  return prefix + '{' + tag + '}' + counterKey;
+  return prefix + '{' + tag + '}' + LAYOUT_KEY_MARK + counterKey;
 }
 
 const CRC16_TABLE = (() => {

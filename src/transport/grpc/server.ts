@@ -3,6 +3,7 @@
  * Error-to-status mapping lives here and only here.
  */
 import { X509Certificate } from 'node:crypto';
+import type http2 from 'node:http2';
 import type { PeerCertificate, SecureContextOptions } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
@@ -14,6 +15,16 @@ import type { RateLimitService } from '../../service/rate-limit-service.js';
 import type { GrpcConnectionSettings } from '../../settings.js';
 import { GRPC_STATUS_BY_CODE, toCallError, unmarshalErrorText } from '../status.js';
 import type { ServerTls } from '../tls.js';
+import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  NO_TRANSPORT_METRICS,
+  createRequestBudget,
+  type GrpcLimits,
+  type RequestBudget,
+} from '../limits.js';
+import type { TransportMetricsSink } from '../../metrics/metrics.js';
+import { createGuard } from './guard.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
 import { reflectionPackageDefinition } from './reflection.js';
@@ -43,6 +54,14 @@ export interface GrpcServerOptions {
   readonly tls?: ServerTls | undefined;
   /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: grpc-js's defaults. */
   readonly connections?: GrpcConnectionSettings | undefined;
+  /** Hand each call's metadata to the service (tracing reads the caller's trace from it). */
+  readonly traceHeaders?: boolean;
+  /** Connections, streams, bytes and time a client may hold (default {@link DEFAULT_GRPC_LIMITS}). */
+  readonly limits?: GrpcLimits | undefined;
+  /** The process-wide budget of unfinished requests' bytes, shared with the HTTP server. */
+  readonly budget?: RequestBudget | undefined;
+  /** Where refusals are counted (default: nowhere). */
+  readonly metrics?: TransportMetricsSink | undefined;
 }
 
 /**
@@ -84,6 +103,7 @@ class Malformed {
 /** Create the server (not yet listening). */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { service, logger, maxReceiveMessageBytes } = options;
+  const traceHeaders = options.traceHeaders === true;
   const pkg = loadRlsPackage();
   const definition = rlsServiceDefinition(pkg);
   const method = definition.ShouldRateLimit!;
@@ -107,9 +127,17 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     },
   };
 
+  const limits = options.limits ?? DEFAULT_GRPC_LIMITS;
   const server = new grpc.Server({
     ...connectionOptions(options.connections),
     'grpc.max_receive_message_length': maxReceiveMessageBytes,
+    'grpc.max_concurrent_streams': limits.maxConcurrentStreams,
+  });
+  const guard = createGuard({
+    limits,
+    budget: options.budget ?? createRequestBudget(DEFAULT_REQUEST_BUFFER_BYTES),
+    metrics: options.metrics ?? NO_TRANSPORT_METRICS,
+    logger,
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', [RLS_SERVICE_NAME]: 'NOT_SERVING' });
   health.addToServer(server);
@@ -135,7 +163,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
         callback(toServiceError(err, logger));
         return;
       }
-      service.shouldRateLimit(request).then(
+      service.shouldRateLimit(request, traceHeaders ? call.metadata.getMap() : undefined).then(
         (response) => callback(null, responseToWire(response)),
         (err: unknown) => callback(toServiceError(err, logger)),
       );
@@ -163,6 +191,13 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
             );
             return;
           }
+          try {
+            for (const http2Server of http2ServersOf(server)) guard.protect(http2Server);
+          } catch (error) {
+            server.forceShutdown();
+            reject(error instanceof Error ? error : new Error(String(error)));
+            return;
+          }
           const setServing = (ok: boolean): void => {
             const status = ok ? 'SERVING' : 'NOT_SERVING';
             health.setStatus('', status);
@@ -175,6 +210,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       });
     },
     close(graceMs) {
+      guard.close();
       credentials.close();
       stopHealthWatch?.();
       health.setStatus('', 'NOT_SERVING');
@@ -279,6 +315,22 @@ function tlsCredentials(
 /** `host:port`, bracketing IPv6 literals. */
 function formatAddress(host: string, port: number): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * The `node:http2` servers grpc-js listens with. grpc-js keeps them in a private field; the
+ * limits cannot be applied without them, so a grpc-js that no longer has it fails the start
+ * (and the transport tests) rather than serving unguarded.
+ */
+function http2ServersOf(server: grpc.Server): (http2.Http2Server | http2.Http2SecureServer)[] {
+  const servers = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(servers instanceof Map) || servers.size === 0) {
+    throw new SluiceError(
+      'INTERNAL',
+      'cannot apply the gRPC port limits: this @grpc/grpc-js keeps its HTTP/2 servers elsewhere (use GRPC_SERVER=lean)',
+    );
+  }
+  return [...(servers.keys() as IterableIterator<http2.Http2Server | http2.Http2SecureServer>)];
 }
 
 /** Failures become gRPC statuses in transport/status.ts, shared with the lean server. */

@@ -32,6 +32,18 @@ import {
   encodeRateLimitResponse,
 } from './codec.js';
 import {
+  DEFAULT_GRPC_LIMITS,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  MAX_TIMER_MS,
+  NO_TRANSPORT_METRICS,
+  STREAM_OVERHEAD_BYTES,
+  createRequestBudget,
+  sweepIntervalMs,
+  type GrpcLimits,
+  type RequestBudget,
+} from '../limits.js';
+import type { RefusalReason, TransportMetricsSink } from '../../metrics/metrics.js';
+import {
   PREFIX_BYTES,
   encodeGrpcMessage,
   frame,
@@ -81,6 +93,17 @@ export interface LeanServerOptions {
    * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
    */
   readonly tls?: ServerTls | undefined;
+  /** Hand each call's headers to the service (tracing reads the caller's trace from them). */
+  readonly traceHeaders?: boolean;
+  /** Connections, streams, bytes and time a client may hold (default {@link DEFAULT_GRPC_LIMITS}). */
+  readonly limits?: GrpcLimits | undefined;
+  /**
+   * The process-wide budget of bytes unfinished requests hold (`MAX_REQUEST_BUFFER_BYTES`),
+   * shared with the HTTP server; default: one of its own with the default bound.
+   */
+  readonly budget?: RequestBudget | undefined;
+  /** Where refusals are counted (default: nowhere). */
+  readonly metrics?: TransportMetricsSink | undefined;
 }
 
 /** A gRPC server that can be started and stopped (the lean and the grpc-js server alike). */
@@ -149,8 +172,28 @@ interface Call {
   readonly kind: Kind;
   readonly path: string;
   readonly encoding: Encoding;
-  /** Bytes received that do not yet form a whole message. */
-  pending: Buffer | undefined;
+  /** The connection's accounting. */
+  readonly connection: Connection;
+  /**
+   * Bytes received that do not yet form a whole message, in `acc[0, accLength)`; the buffer
+   * grows by doubling up to the message's size, so collecting a message costs time linear in
+   * its size whatever the DATA frames' sizes.
+   */
+  acc: Buffer | undefined;
+  /** Bytes used in `acc`. */
+  accLength: number;
+  /** Bytes `acc` must hold before parsing can make progress (the prefix, or the whole message). */
+  need: number;
+  /** Bytes this call holds in its connection's and the process's budgets. */
+  held: number;
+  /** When the request's headers arrived (the coarse clock), for `GRPC_REQUEST_TIMEOUT`. */
+  readonly startedMs: number;
+  /** A 'close' listener is attached. */
+  closeHooked: boolean;
+  /** Reading is paused until the client reads the answers (streaming calls). */
+  paused: boolean;
+  /** The request ended while paused; handled once the rest is read. */
+  ended: boolean;
   /** The request message of a unary or server-streaming call. */
   message: Buffer | undefined;
   /** Request messages received. */
@@ -161,25 +204,55 @@ interface Call {
   timer: NodeJS.Timeout | undefined;
   /** Stops a Watch call's subscription. */
   unwatch: (() => void) | undefined;
+  /** The request headers, kept only when tracing is on (`traceHeaders`). */
+  readonly headers: http2.IncomingHttpHeaders | undefined;
 }
 
 const CALL = Symbol('sluice.call');
 type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
 
+/** What one connection's unfinished requests hold. */
+interface Connection {
+  /** Bytes, at most `GRPC_MAX_CONNECTION_BUFFER_BYTES`. */
+  held: number;
+}
+
+const CONNECTION = Symbol('sluice.connection');
+type ConnectionSession = http2.ServerHttp2Session & { [CONNECTION]?: Connection };
+
+/** Which setting each budget refusal names in the status message. */
+const BUDGET_SETTING: Readonly<Record<'connection_buffer' | 'total_buffer', string>> = {
+  connection_buffer: 'GRPC_MAX_CONNECTION_BUFFER_BYTES',
+  total_buffer: 'MAX_REQUEST_BUFFER_BYTES',
+};
+
 /** Create the lean server (not yet listening). */
 export function createLeanServer(options: LeanServerOptions): LeanServer {
   const { service, logger, maxReceiveMessageBytes, health, reflection, tls } = options;
+  const traceHeaders = options.traceHeaders === true;
   const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
   const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
   const idleTimeoutMs = options.idleTimeoutMs ?? 0;
   const maxConnectionAgeMs = options.maxConnectionAgeMs ?? 24 * 3_600_000;
   const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs ?? 3_600_000;
+  const limits = options.limits ?? DEFAULT_GRPC_LIMITS;
+  const budget = options.budget ?? createRequestBudget(DEFAULT_REQUEST_BUFFER_BYTES);
+  const metrics = options.metrics ?? NO_TRANSPORT_METRICS;
+  const { maxConnectionBufferBytes, requestTimeoutMs } = limits;
 
   let listening = false;
   let closing = false;
   const sessions = new Set<http2.ServerHttp2Session>();
   /** Re-check functions of the Watch calls open now. */
   const watchers = new Set<() => void>();
+  /**
+   * Calls whose request has not ended: checked by a sweep for `GRPC_REQUEST_TIMEOUT` and for
+   * streams closed without a 'close' listener (their budget is given back).
+   */
+  const unfinished = new Set<Call>();
+  /** A monotonic clock read by the sweep only, ms; calls start at its last value. */
+  let coarseNowMs = performance.now();
+  let sweepTimer: NodeJS.Timeout | undefined;
 
   const reflectionPaths = new Set(reflection?.paths ?? []);
   const serving = (): boolean => listening && !closing && (health?.serving() ?? true);
@@ -187,9 +260,10 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   // Node's default caps a session's buffered memory at 10 MB; a full window of large messages on
   // many streams can need more, and the receive limit already bounds each message.
   const maxSessionMemory = 64;
+  const settings: http2.Settings = { maxConcurrentStreams: limits.maxConcurrentStreams };
   const server: http2.Http2Server | http2.Http2SecureServer =
     tls === undefined
-      ? http2.createServer({ maxSessionMemory })
+      ? http2.createServer({ maxSessionMemory, settings })
       : http2.createSecureServer({
           ...tls.contextOptions(),
           // ALPN h2 only: a client that cannot speak HTTP/2 over TLS is refused.
@@ -197,7 +271,11 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
           requestCert: tls.requireClientCertificate,
           rejectUnauthorized: tls.requireClientCertificate,
           maxSessionMemory,
+          settings,
         });
+  // Connections past the bound are closed at accept, before any TLS or HTTP/2 work.
+  server.maxConnections = limits.maxConnections;
+  server.on('drop', () => metrics.refused('connections'));
   /** Stops applying TLS reloads (at close). */
   let stopTlsReload: (() => void) | undefined;
   /** Fingerprints of client certificates whose refusal (missing SAN) was logged. */
@@ -219,6 +297,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
 
   function onSession(session: http2.ServerHttp2Session): void {
     if (tls !== undefined && !clientAllowed(tls, session)) return;
+    (session as ConnectionSession)[CONNECTION] = { held: 0 };
     sessions.add(session);
     const timers: NodeJS.Timeout[] = [];
     if (closing) {
@@ -310,11 +389,13 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     stream.on('error', ignoreStreamError);
     if (headers[':method'] !== 'POST') {
       stream.respond({ ':status': 405, allow: 'POST' }, RESPOND_AND_END);
+      stream.resume();
       return;
     }
     const contentType = headers['content-type'];
     if (typeof contentType !== 'string' || !isGrpcContentType(contentType)) {
       stream.respond({ ':status': 415 }, RESPOND_AND_END);
+      stream.resume();
       return;
     }
     const path = headers[':path'] ?? '';
@@ -335,18 +416,32 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       else encoding = Encoding.Unsupported;
     }
 
+    const session = stream.session as ConnectionSession;
+    let connection = session[CONNECTION];
+    if (connection === undefined) connection = session[CONNECTION] = { held: 0 };
     const call: Call = {
       stream,
       kind,
       path,
       encoding,
-      pending: undefined,
+      connection,
+      acc: undefined,
+      accLength: 0,
+      need: PREFIX_BYTES,
+      held: 0,
+      startedMs: coarseNowMs,
+      closeHooked: false,
+      paused: false,
+      ended: false,
       message: undefined,
       messages: 0,
       done: false,
       timer: undefined,
       unwatch: undefined,
+      headers: traceHeaders ? headers : undefined,
     };
+    if (!hold(call, STREAM_OVERHEAD_BYTES)) return;
+    unfinished.add(call);
     const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
     if (timeoutMs !== undefined) {
       if (Number.isNaN(timeoutMs)) {
@@ -357,12 +452,83 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
         );
         return;
       }
-      call.timer = setTimeout(onDeadline, timeoutMs, call);
+      // A deadline longer than a timer holds (597 hours and up) would fire at once.
+      call.timer = setTimeout(onDeadline, Math.min(timeoutMs, MAX_TIMER_MS), call);
     }
     (stream as CallStream)[CALL] = call;
     stream.on('data', onData);
     stream.on('end', onEnd);
-    if (call.timer !== undefined || kind !== Kind.Unary) stream.on('close', onClose);
+    if (call.timer !== undefined || kind !== Kind.Unary) hookClose(call);
+  }
+
+  function hookClose(call: Call): void {
+    if (call.closeHooked) return;
+    call.closeHooked = true;
+    call.stream.on('close', onClose);
+  }
+
+  // ---- budgets ---------------------------------------------------------------------------
+
+  /**
+   * Count `bytes` more against the call's connection and the process; when either bound would
+   * be passed, fail the call RESOURCE_EXHAUSTED (counted) and return false.
+   */
+  function hold(call: Call, bytes: number): boolean {
+    const connection = call.connection;
+    let refusal: 'connection_buffer' | 'total_buffer' | undefined;
+    if (connection.held + bytes > maxConnectionBufferBytes) refusal = 'connection_buffer';
+    else if (!budget.take(bytes)) refusal = 'total_buffer';
+    if (refusal === undefined) {
+      connection.held += bytes;
+      call.held += bytes;
+      return true;
+    }
+    refuse(
+      call,
+      refusal,
+      GrpcStatus.RESOURCE_EXHAUSTED,
+      `server busy: unfinished requests hold ${BUDGET_SETTING[refusal]}; retry later`,
+    );
+    return false;
+  }
+
+  /** Give back `bytes` of what the call holds. */
+  function unhold(call: Call, bytes: number): void {
+    call.held -= bytes;
+    call.connection.held -= bytes;
+    budget.release(bytes);
+  }
+
+  /** The request is over (ended, failed or closed): give back all it holds. */
+  function release(call: Call): void {
+    unfinished.delete(call);
+    call.acc = undefined;
+    if (call.held !== 0) unhold(call, call.held);
+  }
+
+  function refuse(call: Call, reason: RefusalReason, code: GrpcStatusCode, details: string): void {
+    metrics.refused(reason);
+    logger.debug({ reason, path: call.path }, 'gRPC request refused by a limit');
+    fail(call, code, details);
+  }
+
+  /** Fail requests older than GRPC_REQUEST_TIMEOUT; forget those whose stream is gone. */
+  function sweep(): void {
+    coarseNowMs = performance.now();
+    for (const call of unfinished) {
+      const stream = call.stream;
+      if (stream.destroyed || stream.closed) {
+        call.done = true;
+        release(call);
+      } else if (requestTimeoutMs > 0 && coarseNowMs - call.startedMs >= requestTimeoutMs) {
+        refuse(
+          call,
+          'request_timeout',
+          GrpcStatus.DEADLINE_EXCEEDED,
+          `request not received whole within GRPC_REQUEST_TIMEOUT (${requestTimeoutMs} ms)`,
+        );
+      }
+    }
   }
 
   function onDeadline(call: Call): void {
@@ -375,6 +541,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     const call = (this as CallStream)[CALL];
     if (call === undefined) return;
     call.done = true;
+    release(call);
     if (call.timer !== undefined) clearTimeout(call.timer);
     call.timer = undefined;
     call.unwatch?.();
@@ -385,10 +552,29 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     const call = (this as CallStream)[CALL]!;
     if (call.done) return;
     let bytes = chunk;
-    if (call.pending !== undefined) {
-      bytes = Buffer.concat([call.pending, chunk]);
-      call.pending = undefined;
+    if (call.acc !== undefined) {
+      const length = call.accLength + chunk.length;
+      if (length > call.acc.length && !grow(call, length)) return;
+      const acc = call.acc;
+      chunk.copy(acc, call.accLength);
+      call.accLength = length;
+      if (length < call.need) return;
+      bytes = acc.subarray(0, length);
+      call.acc = undefined;
+      // A streaming call's messages are handled and dropped; a unary call keeps its message
+      // (a view of this buffer) until the request ends, so it stays counted until then.
+      if (call.kind === Kind.Bidi) unhold(call, acc.length);
+      parse(call, bytes, true);
+      return;
     }
+    parse(call, bytes, false);
+  }
+
+  /**
+   * Handle every whole message in `bytes`; keep the rest for the next chunk. `counted`: `bytes`
+   * is a former `acc`, already counted in the budgets.
+   */
+  function parse(call: Call, bytes: Buffer, counted: boolean): void {
     let offset = 0;
     while (bytes.length - offset >= PREFIX_BYTES) {
       const flag = bytes[offset]!;
@@ -414,14 +600,67 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       if (call.kind === Kind.Bidi) {
         handleBidiMessage(call, message);
         if (call.done) return;
+        if (call.stream.writableNeedDrain) {
+          // The client is not reading the answers: read no more requests until it does, so
+          // HTTP/2 flow control holds it back instead of answers piling up here.
+          if (offset < bytes.length && !stash(call, bytes, offset)) return;
+          call.paused = true;
+          call.stream.pause();
+          call.stream.once('drain', onDrain);
+          return;
+        }
       } else if (call.messages === 1) {
+        if (!counted && !hold(call, message.length)) return;
         call.message = message;
       } else {
         fail(call, GrpcStatus.UNIMPLEMENTED, `${call.path} takes one request message`);
         return;
       }
     }
-    if (offset < bytes.length) call.pending = bytes.subarray(offset);
+    if (offset < bytes.length) stash(call, bytes, offset);
+  }
+
+  /** Keep `bytes[offset..]` (an unfinished message) in a new `acc`; false if that failed the call. */
+  function stash(call: Call, bytes: Buffer, offset: number): boolean {
+    const n = bytes.length - offset;
+    const need = n >= PREFIX_BYTES ? PREFIX_BYTES + bytes.readUInt32BE(offset + 1) : PREFIX_BYTES;
+    const capacity = Math.max(n, Math.min(need, Math.max(2 * n, 1024)));
+    if (!hold(call, capacity)) return false;
+    const acc = Buffer.allocUnsafe(capacity);
+    bytes.copy(acc, 0, offset);
+    call.acc = acc;
+    call.accLength = n;
+    call.need = need;
+    hookClose(call);
+    return true;
+  }
+
+  /** Make `acc` hold at least `length` bytes (doubling, up to the message's size). */
+  function grow(call: Call, length: number): boolean {
+    const old = call.acc!;
+    const capacity =
+      length >= call.need ? length : Math.min(call.need, Math.max(length, 2 * old.length));
+    if (!hold(call, capacity - old.length)) return false;
+    const acc = Buffer.allocUnsafe(capacity);
+    old.copy(acc, 0, 0, call.accLength);
+    call.acc = acc;
+    return true;
+  }
+
+  /** A paused streaming call's answers were sent: read its requests again. */
+  function onDrain(this: http2.ServerHttp2Stream): void {
+    const call = (this as CallStream)[CALL]!;
+    if (call.done) return;
+    call.paused = false;
+    this.resume();
+    const acc = call.acc;
+    if (acc !== undefined && call.accLength >= call.need) {
+      const bytes = acc.subarray(0, call.accLength);
+      call.acc = undefined;
+      unhold(call, acc.length);
+      parse(call, bytes, false);
+    }
+    if (call.ended && !call.paused && !call.done) endRequest(call);
   }
 
   /** The decompressed message, or `undefined` after failing the call. */
@@ -465,10 +704,20 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   function onEnd(this: http2.ServerHttp2Stream): void {
     const call = (this as CallStream)[CALL]!;
     if (call.done) return;
-    if (call.pending !== undefined) {
+    if (call.paused) {
+      // Requests are still stashed: the end counts once they are handled (onDrain).
+      call.ended = true;
+      return;
+    }
+    endRequest(call);
+  }
+
+  function endRequest(call: Call): void {
+    if (call.acc !== undefined) {
       fail(call, GrpcStatus.INTERNAL, 'request ended inside a message');
       return;
     }
+    release(call);
     if (call.kind === Kind.Bidi) {
       finishOk(call);
       return;
@@ -501,7 +750,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     }
     let answer: Promise<RateLimitResponse>;
     try {
-      answer = service.shouldRateLimit(request);
+      answer = service.shouldRateLimit(request, call.headers);
     } catch (err) {
       const { code, details } = toCallError(err, logger);
       fail(call, code, details);
@@ -638,6 +887,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   /** End a call with a failure status. */
   function fail(call: Call, code: GrpcStatusCode, details: string): void {
     call.done = true;
+    release(call);
     if (call.timer !== undefined) {
       clearTimeout(call.timer);
       call.timer = undefined;
@@ -656,6 +906,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
         });
       });
       stream.end();
+      // A call paused for its client to read answers: what it still sends is dropped.
+      stream.resume();
       return;
     }
     trailersOnly(stream, code, details);
@@ -680,6 +932,11 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
           server.removeListener('error', onError);
           server.on('error', (err) => logger.error({ err }, 'gRPC server error'));
           listening = true;
+          sweepTimer = setInterval(
+            sweep,
+            requestTimeoutMs > 0 ? sweepIntervalMs(requestTimeoutMs) : 1_000,
+          );
+          sweepTimer.unref();
           for (const check of watchers) check();
           resolve((server.address() as AddressInfo).port);
         });
@@ -688,6 +945,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     close(graceMs) {
       closing = true;
       stopTlsReload?.();
+      if (sweepTimer !== undefined) clearInterval(sweepTimer);
       for (const check of [...watchers]) check();
       return new Promise<void>((resolve) => {
         if (!listening) {
@@ -742,4 +1000,7 @@ function trailersOnly(stream: http2.ServerHttp2Stream, code: number, details: st
     },
     RESPOND_AND_END,
   );
+  // A body the client still sends is read and dropped, not left in the stream's buffer (a
+  // call that had started reading keeps its 'data' listener, which drops it the same way).
+  stream.resume();
 }

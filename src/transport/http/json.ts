@@ -5,6 +5,7 @@
  * default value, unknown fields rejected. Output uses lowerCamelCase and omits default values.
  */
 import { isUtf8 } from 'node:buffer';
+import { truncateForLog } from '../../logging/limited.js';
 import {
   RATE_LIMIT_UNITS,
   type DescriptorEntry,
@@ -34,7 +35,10 @@ function fields(value: unknown, where: string, names: readonly string[]): Map<st
   const out = new Map<string, unknown>();
   for (const [key, field] of Object.entries(value as JsonObject)) {
     const proto = names.find((name) => name === key || camel(name) === key);
-    if (proto === undefined) throw new JsonMappingError(`${where}: unknown field "${key}"`);
+    if (proto === undefined) {
+      // The name is the client's: quoted short, as it ends up in a log line.
+      throw new JsonMappingError(`${where}: unknown field ${JSON.stringify(truncateForLog(key))}`);
+    }
     if (out.has(proto)) throw new JsonMappingError(`${where}: duplicate field "${proto}"`);
     if (field !== null) out.set(proto, field);
   }
@@ -83,7 +87,9 @@ function unit(value: unknown, where: string): LimitOverride['unit'] {
   if (typeof value === 'string') {
     if (value === 'UNKNOWN') return undefined;
     const found = RATE_LIMIT_UNITS.find((u) => u.toUpperCase() === value);
-    if (found === undefined) throw new JsonMappingError(`${where}: unknown unit "${value}"`);
+    if (found === undefined) {
+      throw new JsonMappingError(`${where}: unknown unit ${JSON.stringify(truncateForLog(value))}`);
+    }
     return found;
   }
   if (typeof value === 'number' && Number.isInteger(value)) {
@@ -106,7 +112,8 @@ export function requestFromJson(body: string | Buffer): RateLimitRequest {
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new JsonMappingError(`invalid JSON: ${err instanceof Error ? err.message : String(err)}`);
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new JsonMappingError(`invalid JSON: ${truncateForLog(reason, 200)}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw new JsonMappingError('expected a JSON object');

@@ -5,11 +5,21 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Socket } from 'node:net';
 import { SluiceError } from '../../errors.js';
+import { createLogLimiter, truncateForLog } from '../../logging/limited.js';
 import type { Logger } from '../../logging/logger.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
+import {
+  NO_TRANSPORT_METRICS,
+  createRequestBudget,
+  DEFAULT_REQUEST_BUFFER_BYTES,
+  sweepIntervalMs,
+  type RequestBudget,
+} from '../limits.js';
+import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import { JsonMappingError, requestFromJson, responseToJson } from './json.js';
 
 /** A listening HTTP server. */
@@ -45,25 +55,82 @@ export function send(
   res.end(body);
 }
 
-/** Read a request body up to `maxBytes`; resolves to undefined when it is larger. */
-function readBody(req: http.IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+/** Why a body was not read: over the size limit, over the shared budget, or the client left. */
+type BodyRefusal = 'too_large' | 'busy' | 'aborted';
+
+/**
+ * Read a request body up to `maxBytes`, holding what has arrived in `budget` until it is read
+ * whole; resolves to the refusal instead when it is larger, the budget is spent, or the request
+ * goes away. Reading stops at the refusal: the caller answers and closes the connection.
+ */
+function readBody(
+  req: http.IncomingMessage,
+  maxBytes: number,
+  budget: RequestBudget,
+): Promise<Buffer | BodyRefusal> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let tooLarge = false;
-    req.on('data', (chunk: Buffer) => {
+    let settled = false;
+    const finish = (result: Buffer | BodyRefusal | Error): void => {
+      if (settled) return;
+      settled = true;
+      budget.release(size);
+      req.removeListener('data', onData);
+      if (result instanceof Error) reject(result);
+      else resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      if (size + chunk.length > maxBytes) {
+        finish('too_large');
+        return;
+      }
+      if (!budget.take(chunk.length)) {
+        finish('busy');
+        return;
+      }
       size += chunk.length;
-      if (size > maxBytes) tooLarge = true;
-      else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(tooLarge ? undefined : Buffer.concat(chunks)));
-    req.on('error', reject);
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    // One copy at the end: collecting costs time linear in the body's size.
+    req.on('end', () => finish(Buffer.concat(chunks, size)));
+    req.on('error', (err) => finish(err));
+    req.on('close', () => finish('aborted'));
   });
 }
 
+/** Answer `status` and close the connection (the rest of the request is not read). */
+function sendErrorAndClose(res: http.ServerResponse, status: number): void {
+  res.shouldKeepAlive = false;
+  res.setHeader('Connection', 'close');
+  sendError(res, status);
+}
+
+/** Options of {@link createRouter}. */
+export interface RouterOptions {
+  /** Time a request may take to arrive whole, headers and body, ms (default 30 s). */
+  readonly requestTimeoutMs?: number;
+  /** Where refusals are counted (default: nowhere). */
+  readonly metrics?: TransportMetricsSink;
+}
+
 /** Create a `node:http` server over a path -> route table (exact paths). */
-export function createRouter(routes: ReadonlyMap<string, Route>, logger: Logger): HttpServer {
-  const server = http.createServer((req, res) => {
+export function createRouter(
+  routes: ReadonlyMap<string, Route>,
+  logger: Logger,
+  options: RouterOptions = {},
+): HttpServer {
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const metrics = options.metrics ?? NO_TRANSPORT_METRICS;
+  const timeouts = {
+    // Node's defaults are 300 s for a request and a check every 30 s; a slow client holding a
+    // body open is cut after the configured time instead.
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: Math.min(60_000, requestTimeoutMs),
+    connectionsCheckingInterval: sweepIntervalMs(requestTimeoutMs),
+  };
+  const server = http.createServer(timeouts, (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0]!;
     const route = routes.get(path);
     if (route === undefined) {
@@ -79,6 +146,19 @@ export function createRouter(routes: ReadonlyMap<string, Route>, logger: Logger)
       });
   });
   server.keepAliveTimeout = 5_000;
+  // Node's own answers to broken or slow requests, with the slow ones counted.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    if (timedOut) metrics.refused('http_timeout');
+    if (socket.writable && err.code !== 'ECONNRESET') {
+      socket.end(
+        timedOut
+          ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n'
+          : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n',
+      );
+    }
+    socket.destroy();
+  });
   return {
     listen(host, port) {
       return new Promise((resolve, reject) => {
@@ -126,8 +206,15 @@ export interface HttpServerOptions {
   readonly health: HealthSignal;
   /** The metrics `/metrics` renders. */
   readonly metrics: Metrics;
-  /** Largest `/json` body, bytes (larger bodies answer 400). */
+  /** Largest `/json` body, bytes (larger bodies answer 400 and the connection is closed). */
   readonly maxBodyBytes: number;
+  /** `HTTP_REQUEST_TIMEOUT`: time a request may take to arrive whole, ms (default 30 s). */
+  readonly requestTimeoutMs?: number;
+  /**
+   * The process-wide budget of unfinished requests' bytes (`MAX_REQUEST_BUFFER_BYTES`), shared
+   * with the gRPC port; default: one of its own with the default bound.
+   */
+  readonly budget?: RequestBudget;
   /** Module logger. */
   readonly logger: Logger;
 }
@@ -142,13 +229,19 @@ function jsonErrorStatus(error: SluiceError): number {
     case 'STORE_UNAVAILABLE':
     case 'INTERNAL':
       return 500;
+    case 'NO_CONFIG':
+      return 503;
   }
 }
 
 /** The main HTTP server: `/healthcheck`, `/json`, `/metrics`. */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { service, health, metrics, maxBodyBytes, logger } = options;
+  const budget = options.budget ?? createRequestBudget(DEFAULT_REQUEST_BUFFER_BYTES);
   const routes = new Map<string, Route>();
+  // Bad /json requests are the client's doing: a few lines per cause and minute, then silence
+  // (each written line says how many were dropped); the refusal metrics count them all.
+  const logLimit = createLogLimiter();
 
   routes.set('/healthcheck', (_req, res) => {
     if (health.serving()) {
@@ -160,10 +253,23 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
 
   routes.set('/json', async (req, res) => {
-    const body = await readBody(req, maxBodyBytes);
-    if (body === undefined) {
-      logger.warn({ maxBodyBytes }, '/json: body too large');
-      sendError(res, 400);
+    const body = await readBody(req, maxBodyBytes, budget);
+    if (body === 'aborted') return;
+    if (body === 'too_large') {
+      metrics.transport.refused('json_body_size');
+      const dropped = logLimit('too_large');
+      if (dropped !== undefined) {
+        logger.warn(
+          { maxBodyBytes, dropped },
+          '/json: body larger than GRPC_MAX_RECEIVE_MESSAGE_LENGTH',
+        );
+      }
+      sendErrorAndClose(res, 400);
+      return;
+    }
+    if (body === 'busy') {
+      metrics.transport.refused('total_buffer');
+      sendErrorAndClose(res, 503);
       return;
     }
     let request;
@@ -171,7 +277,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       request = requestFromJson(body);
     } catch (err) {
       if (!(err instanceof JsonMappingError)) throw err;
-      logger.warn({ reason: err.message }, '/json: malformed request');
+      const dropped = logLimit('malformed');
+      if (dropped !== undefined) {
+        logger.warn(
+          { reason: truncateForLog(err.message, 200), dropped },
+          '/json: malformed request',
+        );
+      }
       sendError(res, 400);
       return;
     }
@@ -181,8 +293,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     } catch (err) {
       const error = SluiceError.from(err);
       const status = jsonErrorStatus(error);
-      if (status >= 500) logger.error({ err: error }, '/json: ShouldRateLimit failed');
-      else logger.warn({ reason: error.message }, '/json: invalid request');
+      const dropped = logLimit(status >= 500 ? 'failed' : 'invalid');
+      if (dropped === undefined) {
+        // Counted in the ShouldRateLimit metrics; this line is only a sample.
+      } else if (status >= 500) {
+        logger.error({ err: error, dropped }, '/json: ShouldRateLimit failed');
+      } else {
+        logger.warn(
+          { reason: truncateForLog(error.message, 200), dropped },
+          '/json: invalid request',
+        );
+      }
       sendError(res, status);
       return;
     }
@@ -198,5 +319,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     send(res, 200, metrics.contentType, await metrics.render());
   });
 
-  return createRouter(routes, logger);
+  return createRouter(routes, logger, {
+    requestTimeoutMs: options.requestTimeoutMs,
+    metrics: metrics.transport,
+  });
 }

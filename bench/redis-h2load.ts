@@ -1,0 +1,275 @@
+/**
+ * The Redis rows (issue 18): sluice on Redis against envoyproxy/ratelimit on Redis, each with a
+ * redis-server of its own, driven by h2load with the same request bytes: 1 and 4 descriptors,
+ * shapes 4x32 and 16x64, sluice's default algorithm (sliding_window) and fixed_window (the
+ * reference counts fixed windows whatever the rule, so one reference serves both). Per server and
+ * case: calls/s at saturation and CPU per call split into the server's processes (all sluice
+ * workers) and its Redis, from /proc. Then a Redis Cluster row: 3 masters on loopback, shared in
+ * turn by sluice and the reference; the CPU per call of the busiest node next to each.
+ *
+ * `npm run bench:redis` runs only these rows; `npm run bench` runs them after the others.
+ * `SLUICE_BENCH_REDIS_S` (seconds per window, default 4) and `SLUICE_BENCH_REDIS_ROUNDS`
+ * (default 3) size the run; on a quiet machine the defaults take about 6 minutes.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Sluice } from './dist.js';
+import { checkServer, grid, h2load, h2loadUnavailable, type Shape } from './h2load.js';
+import { ratio, si } from './report.js';
+import {
+  cpuMs,
+  referenceUnavailable,
+  startRedisCluster,
+  startRedisServer,
+  startReference,
+  startSluice,
+  type BenchServer,
+} from './servers.js';
+import { fourRequest, ipRequest, toWire } from './workloads.js';
+
+/** Bounds of the Redis rows. */
+export interface RedisBounds {
+  readonly shapes: readonly Shape[];
+  readonly descriptors: readonly number[];
+  readonly algorithms: readonly ('sliding_window' | 'fixed_window')[];
+  readonly warmupS: number;
+  readonly durationS: number;
+  readonly rounds: number;
+  /** sluice's `WORKERS` (undefined: its default, one per core). */
+  readonly workers: number | undefined;
+}
+
+/** One server's figures in one case, pooled over the rounds. */
+export interface RedisFigures {
+  readonly callsPerSec: number;
+  /** CPU per call of the server's own processes, µs. */
+  readonly processUs: number;
+  /** CPU per call of its Redis (the busiest node on a cluster), µs. */
+  readonly redisUs: number;
+  readonly failed: number;
+}
+
+/** One case: sluice and the reference side by side. */
+export interface RedisCase {
+  readonly label: string;
+  readonly sluice: RedisFigures;
+  readonly reference: RedisFigures | undefined;
+}
+
+export interface RedisResult {
+  readonly cases: RedisCase[];
+  readonly referenceSkipped: string | undefined;
+  readonly bounds: RedisBounds;
+  readonly workers: string;
+}
+
+export const REDIS_BOUNDS: RedisBounds = {
+  shapes: [
+    { connections: 4, streams: 32 },
+    { connections: 16, streams: 64 },
+  ],
+  descriptors: [1, 4],
+  algorithms: ['sliding_window', 'fixed_window'],
+  warmupS: 2,
+  durationS: Number(process.env.SLUICE_BENCH_REDIS_S ?? 4),
+  rounds: Number(process.env.SLUICE_BENCH_REDIS_ROUNDS ?? 3),
+  workers: process.env.SLUICE_BENCH_WORKERS ? Number(process.env.SLUICE_BENCH_WORKERS) : undefined,
+};
+
+/** A server under test with the pids of its Redis (every node, for a cluster). */
+interface Measured {
+  readonly server: BenchServer;
+  readonly redisPids: readonly number[];
+}
+
+async function frameFor(sluice: Sluice, dir: string, descriptors: number): Promise<string> {
+  const method = sluice.proto.rlsServiceDefinition(sluice.proto.loadRlsPackage()).ShouldRateLimit!;
+  const request = descriptors === 1 ? ipRequest(0) : fourRequest(0);
+  const message = method.requestSerialize(toWire(request));
+  const frame = Buffer.alloc(5 + message.length);
+  frame.writeUInt32BE(message.length, 1);
+  message.copy(frame, 5);
+  const file = path.join(dir, `request-${descriptors}.bin`);
+  await fs.writeFile(file, frame);
+  return file;
+}
+
+/** Alternating saturation windows of every server at one shape; figures per server. */
+async function saturate(
+  servers: readonly Measured[],
+  frameFile: string,
+  shape: Shape,
+  bounds: RedisBounds,
+): Promise<RedisFigures[]> {
+  const pooled = servers.map(() => ({ done: 0, ok: 0, s: 0, proc: 0, redis: 0 }));
+  for (let round = 0; round < bounds.rounds; round++) {
+    for (let k = 0; k < servers.length; k++) {
+      const { server, redisPids } = servers[k]!;
+      const own = server.processPids ?? server.pids;
+      const procBefore = cpuMs(own);
+      const nodesBefore = redisPids.map((pid) => cpuMs([pid]));
+      const run = await h2load(server, frameFile, shape, bounds.durationS);
+      const p = pooled[k]!;
+      p.done += run.done;
+      p.ok += run.succeeded;
+      p.s += run.seconds;
+      p.proc += cpuMs(own) - procBefore;
+      // The busiest node: all of a single Redis.
+      p.redis += Math.max(...redisPids.map((pid, i) => cpuMs([pid]) - nodesBefore[i]!));
+    }
+  }
+  return pooled.map((p) => ({
+    callsPerSec: p.done / p.s,
+    processUs: (p.proc * 1000) / p.done,
+    redisUs: (p.redis * 1000) / p.done,
+    failed: p.done - p.ok,
+  }));
+}
+
+/** Run the Redis rows. */
+export async function benchRedisH2load(
+  sluice: Sluice,
+  rulesDir: string,
+  bounds: RedisBounds,
+  progress: (message: string) => void,
+): Promise<RedisResult | string> {
+  const h2Skipped = h2loadUnavailable();
+  if (h2Skipped !== undefined) return h2Skipped;
+  const referenceSkipped = referenceUnavailable();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-bench-redis-'));
+  const stops: (() => Promise<void>)[] = [];
+  const cases: RedisCase[] = [];
+  const workerEnv: Record<string, string> =
+    bounds.workers === undefined ? {} : { WORKERS: String(bounds.workers) };
+  try {
+    const frames = new Map<number, string>();
+    for (const d of bounds.descriptors) frames.set(d, await frameFor(sluice, dir, d));
+
+    let reference: Measured | undefined;
+    if (referenceSkipped === undefined) {
+      const server = await startReference();
+      stops.push(() => server.stop());
+      reference = { server, redisPids: server.pids.filter((p) => p !== server.processPids![0]) };
+    }
+    for (const algorithm of bounds.algorithms) {
+      progress(`redis rows: sluice on Redis, ${algorithm}`);
+      const redis = await startRedisServer();
+      const server = await startSluice('lean', rulesDir, {
+        name: `sluice redis ${algorithm}`,
+        env: {
+          BACKEND_TYPE: 'redis',
+          REDIS_URL: `127.0.0.1:${redis.port}`,
+          DEFAULT_ALGORITHM: algorithm,
+          ...workerEnv,
+        },
+        redisPids: [redis.pid],
+      });
+      const measured: Measured = { server, redisPids: [redis.pid] };
+      const servers = reference === undefined ? [measured] : [measured, reference];
+      try {
+        for (const d of bounds.descriptors) {
+          const frame = await fs.readFile(frames.get(d)!);
+          for (const m of servers) {
+            await checkServer(m.server, frame, sluice, d);
+            await h2load(m.server, frames.get(d)!, bounds.shapes[0]!, bounds.warmupS);
+          }
+          for (const shape of bounds.shapes) {
+            const label = `${algorithm}, ${d} descriptor${d === 1 ? '' : 's'}, ${shape.connections}x${shape.streams}`;
+            progress(`redis rows: ${label}`);
+            const [mine, ref] = await saturate(servers, frames.get(d)!, shape, bounds);
+            cases.push({ label, sluice: mine!, reference: ref });
+          }
+        }
+      } finally {
+        await server.stop();
+        await redis.stop();
+      }
+    }
+    for (const stop of stops.splice(0)) await stop();
+
+    // The cluster row: one cluster, each server on it in turn (1 descriptor, sliding window
+    // for sluice; the reference's fixed window), at the first shape.
+    progress('redis rows: Redis Cluster, 3 masters');
+    const cluster = await startRedisCluster();
+    stops.push(() => cluster.stop());
+    const onCluster: Measured[] = [
+      {
+        server: await startSluice('lean', rulesDir, {
+          name: 'sluice redis cluster',
+          env: {
+            BACKEND_TYPE: 'redis',
+            REDIS_TYPE: 'cluster',
+            REDIS_URL: cluster.url,
+            ...workerEnv,
+          },
+          redisPids: cluster.pids,
+        }),
+        redisPids: cluster.pids,
+      },
+    ];
+    stops.unshift(() => onCluster[0]!.server.stop());
+    if (referenceSkipped === undefined) {
+      const server = await startReference(cluster, 'reference cluster');
+      stops.unshift(() => server.stop());
+      onCluster.push({ server, redisPids: cluster.pids });
+    }
+    const frame = await fs.readFile(frames.get(1)!);
+    for (const m of onCluster) {
+      await checkServer(m.server, frame, sluice, 1);
+      await h2load(m.server, frames.get(1)!, bounds.shapes[0]!, bounds.warmupS);
+    }
+    const shape = bounds.shapes[0]!;
+    const [mine, ref] = await saturate(onCluster, frames.get(1)!, shape, bounds);
+    cases.push({
+      label: `cluster (3 masters, busiest node), sliding_window, 1 descriptor, ${shape.connections}x${shape.streams}`,
+      sluice: mine!,
+      reference: ref,
+    });
+    return {
+      cases,
+      referenceSkipped,
+      bounds,
+      workers: bounds.workers === undefined ? 'default (one per core)' : String(bounds.workers),
+    };
+  } finally {
+    for (const stop of stops) await stop().catch(() => undefined);
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The Redis table: per case, both servers, and the ratios the issue's targets judge. */
+export function formatRedis(result: RedisResult | string): string {
+  if (typeof result === 'string') return `Redis rows: ${result}`;
+  const f = (x: RedisFigures | undefined): string =>
+    x === undefined
+      ? 'n/a'
+      : `${si(x.callsPerSec)}/s, ${x.processUs.toFixed(1)} + ${x.redisUs.toFixed(1)} µs` +
+        (x.failed > 0 ? ` (${x.failed} failed)` : '');
+  const rows = result.cases.map((c) => {
+    const s = c.sluice;
+    const r = c.reference;
+    return [
+      c.label,
+      f(s),
+      f(r),
+      r ? ratio(s.callsPerSec, r.callsPerSec) : 'n/a',
+      r ? ratio(s.redisUs, r.redisUs) : 'n/a',
+      r ? ratio(s.processUs + s.redisUs, r.processUs + r.redisUs) : 'n/a',
+    ];
+  });
+  return [
+    grid(
+      [
+        'on Redis (calls/s, CPU µs/call: process + Redis)',
+        `sluice (WORKERS ${result.workers})`,
+        'reference',
+        'calls/s ratio (target >= 1.5)',
+        'Redis CPU ratio (<= 1.0)',
+        'total CPU ratio (<= 0.7)',
+      ],
+      rows,
+    ),
+    ...(result.referenceSkipped === undefined ? [] : [`reference: ${result.referenceSkipped}`]),
+  ].join('\n');
+}

@@ -1,0 +1,252 @@
+/**
+ * OpenTelemetry tracing (`TRACING_ENABLED=true`, docs/operations-tracing.md), as the reference
+ * traces: the caller's context from the gRPC metadata (W3C `traceparent`, B3 single or multi
+ * header, baggage), a server span per ShouldRateLimit call, under it "ShouldRateLimit Execution"
+ * (attributes `domain`, `request string`) and, with Redis, "Redis Pipeline Execution" around the
+ * store call (`pipeline length`, `perSecondPipeline length`). Spans leave in batches over OTLP
+ * (http or grpc, `OTEL_EXPORTER_OTLP_*`).
+ *
+ * The OpenTelemetry SDK is imported only by {@link createTracing}, so with tracing off nothing of
+ * it is loaded and callers hold `undefined` instead of a Tracing: no work per call.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import type { Context, TextMapGetter } from '@opentelemetry/api';
+import type { Logger } from '../logging/logger.js';
+import type { RateLimitRequest } from '../model.js';
+import type { TracingSettings } from '../settings-telemetry.js';
+import type { CounterSpec, CounterStore } from '../stores/counter-store.js';
+
+/**
+ * The request metadata a transport hands over (lower-case names): node:http2 headers or
+ * grpc-js `Metadata.getMap()`. Only read when tracing is on.
+ */
+export type TraceHeaders = Readonly<Record<string, unknown>>;
+
+/** Tracing of one instance. */
+export interface Tracing {
+  /**
+   * Run one ShouldRateLimit call (`run`) inside its spans, the caller's trace (from `headers`)
+   * as parent; the spans end when the promise settles, marked as errors when it rejects.
+   */
+  traceCall<T>(
+    request: RateLimitRequest,
+    headers: TraceHeaders | undefined,
+    run: () => Promise<T>,
+  ): Promise<T>;
+  /**
+   * The store the limiter should use: `store` with every batch inside a "Redis Pipeline
+   * Execution" span. `perSecond`: whether windows under a minute go to a second Redis
+   * (`REDIS_PERSECOND`), which the span's `perSecondPipeline length` counts apart.
+   */
+  traceStore(store: CounterStore, perSecond: boolean): CounterStore;
+  /** Export what is pending and stop (at most `timeoutMs`). */
+  shutdown(timeoutMs: number): Promise<void>;
+}
+
+/** Options for {@link createTracing}. */
+export interface TracingOptions {
+  /** The `TRACING_*` settings. */
+  readonly settings: TracingSettings;
+  /** Module logger. */
+  readonly logger: Logger;
+}
+
+/** The gRPC service and method names spans carry (the reference's otelgrpc server span). */
+const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+
+/** The request as the reference's `request.String()` prints it (protobuf text format). */
+export function requestString(request: RateLimitRequest): string {
+  const q = (s: string): string => JSON.stringify(s);
+  let out = `domain:${q(request.domain)}`;
+  for (const d of request.descriptors) {
+    out += ' descriptors:{';
+    out += d.entries.map((e) => `entries:{key:${q(e.key)} value:${q(e.value)}}`).join(' ');
+    if (d.limit !== undefined) {
+      out += ` limit:{requests_per_unit:${d.limit.requestsPerUnit} unit:${d.limit.unit ?? 'UNKNOWN'}}`;
+    }
+    if (d.hitsAddend !== undefined) out += ` hits_addend:{value:${d.hitsAddend}}`;
+    out += '}';
+  }
+  if (request.hitsAddend !== 0) out += ` hits_addend:${request.hitsAddend}`;
+  return out;
+}
+
+/** Read string, string[] (first value) or Buffer-free metadata values. */
+const getter: TextMapGetter<TraceHeaders> = {
+  keys: (carrier) => Object.keys(carrier),
+  get(carrier, key) {
+    const value = carrier[key];
+    if (typeof value === 'string') return value;
+    if (Array.isArray(value)) {
+      const strings = value.filter((v): v is string => typeof v === 'string');
+      return strings.length > 0 ? strings : undefined;
+    }
+    return undefined;
+  },
+};
+
+/**
+ * Load the OpenTelemetry SDK and start the tracer provider the settings describe: parent-based
+ * sampling at `TRACING_SAMPLING_RATE`, a batch span processor, an OTLP exporter that reads its
+ * endpoint, headers and timeout from `OTEL_EXPORTER_OTLP_*`.
+ */
+export async function createTracing(options: TracingOptions): Promise<Tracing> {
+  const { settings, logger } = options;
+  const [api, core, b3, resources, sdk] = await Promise.all([
+    import('@opentelemetry/api'),
+    import('@opentelemetry/core'),
+    import('@opentelemetry/propagator-b3'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace'),
+  ]);
+  const exporter =
+    settings.protocol === 'grpc'
+      ? new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
+      : new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
+  const instanceId = settings.serviceInstanceId ?? randomUUID();
+  const provider = new sdk.TracerProvider({
+    resource: resources.resourceFromAttributes({
+      'service.name': settings.serviceName,
+      'service.namespace': settings.serviceNamespace,
+      'service.instance.id': instanceId,
+    }),
+    sampler: new sdk.ParentBasedSampler({
+      root: new sdk.TraceIdRatioBasedSampler(settings.samplingRate),
+    }),
+    spanProcessors: [new sdk.BatchSpanProcessor({ exporter })],
+  });
+  const propagator = new core.CompositePropagator({
+    propagators: [
+      new core.W3CTraceContextPropagator(),
+      new b3.B3Propagator(),
+      new core.W3CBaggagePropagator(),
+    ],
+  });
+  const serverTracer = provider.getTracer('ratelimit server');
+  const serviceTracer = provider.getTracer('ratelimit');
+  const storeTracer = provider.getTracer('redis.fixedCacheImpl');
+  // The context of the call in progress, so the store wrapper finds its parent without the
+  // limiter passing one through.
+  const active = new AsyncLocalStorage<Context>();
+  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace } = api;
+  logger.info(
+    {
+      protocol: settings.protocol,
+      serviceName: settings.serviceName,
+      serviceNamespace: settings.serviceNamespace,
+      serviceInstanceId: instanceId,
+      samplingRate: settings.samplingRate,
+    },
+    'tracing on',
+  );
+
+  const failed = (span: { setStatus(s: { code: number; message?: string }): unknown }) => {
+    return (err: unknown) => {
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      });
+    };
+  };
+
+  return {
+    traceCall<T>(
+      request: RateLimitRequest,
+      headers: TraceHeaders | undefined,
+      run: () => Promise<T>,
+    ): Promise<T> {
+      const parent =
+        headers === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, getter);
+      const server = serverTracer.startSpan(
+        `${RLS_SERVICE}/ShouldRateLimit`,
+        {
+          kind: SpanKind.SERVER,
+          attributes: {
+            'rpc.system': 'grpc',
+            'rpc.service': RLS_SERVICE,
+            'rpc.method': 'ShouldRateLimit',
+          },
+        },
+        parent,
+      );
+      const serverContext = trace.setSpan(parent, server);
+      const execution = serviceTracer.startSpan(
+        'ShouldRateLimit Execution',
+        { attributes: { domain: request.domain, 'request string': requestString(request) } },
+        serverContext,
+      );
+      const executionContext = trace.setSpan(serverContext, execution);
+      let answer: Promise<T>;
+      try {
+        answer = active.run(executionContext, run);
+      } catch (err) {
+        answer = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+      const end = (): void => {
+        execution.end();
+        server.end();
+      };
+      return answer.then(
+        (value) => {
+          server.setAttribute('rpc.grpc.status_code', 0);
+          end();
+          return value;
+        },
+        (err: unknown) => {
+          failed(execution)(err);
+          failed(server)(err);
+          end();
+          throw err;
+        },
+      );
+    },
+    traceStore(store, perSecond) {
+      const apply = (specs: readonly CounterSpec[]) => {
+        let seconds = 0;
+        if (perSecond) for (const spec of specs) if (spec.windowMs < 60_000) seconds++;
+        const span = storeTracer.startSpan(
+          'Redis Pipeline Execution',
+          {
+            attributes: {
+              'pipeline length': specs.length - seconds,
+              'perSecondPipeline length': seconds,
+            },
+          },
+          active.getStore() ?? ROOT_CONTEXT,
+        );
+        return store.apply(specs).then(
+          (result) => {
+            span.end();
+            return result;
+          },
+          (err: unknown) => {
+            failed(span)(err);
+            span.end();
+            throw err;
+          },
+        );
+      };
+      return {
+        apply,
+        size: () => store.size(),
+        healthy: () => store.healthy(),
+        close: () => store.close(),
+      };
+    },
+    async shutdown(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+        timer.unref();
+      });
+      try {
+        await Promise.race([provider.shutdown(), timeout]);
+      } catch (err) {
+        logger.warn({ err }, 'tracing shutdown failed; pending spans may be lost');
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}

@@ -1,0 +1,165 @@
+/**
+ * Worker processes (`WORKERS`, docs/operations.md "Workers"): with the Redis store, `sluice serve`
+ * forks that many workers with node:cluster. Each worker is a whole sluice (createApp) on the same
+ * gRPC, HTTP and debug ports, which the primary shares among them; the counters live in Redis, so
+ * every guarantee holds whichever worker answers. The primary serves nothing itself:
+ *
+ * - `/metrics` (HTTP and debug ports) answers for the whole service: the worker that gets the
+ *   scrape asks the primary, which sums every worker's registry (prom-client AggregatorRegistry);
+ * - each worker watches the config and TLS files itself, so a reload reaches every worker;
+ * - SIGTERM or SIGINT to the primary drains every worker (each finishes its in-flight calls, as a
+ *   single process does) and the primary exits when all have; a second signal ends them at once;
+ * - a worker that dies is replaced; one that fails while starting (bad rules, a busy port) stops
+ *   the whole service with its error, as a single process would;
+ * - worker 1 writes the start-up line, with `workers: N`.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { AggregatorRegistry, type Registry } from 'prom-client';
+import type { Logger } from './logging/logger.js';
+
+/** A worker asks the primary for the whole service's metrics. */
+const METRICS_REQUEST = 'sluice:metrics';
+/** The primary's answer to {@link METRICS_REQUEST}. */
+const METRICS_REPLY = 'sluice:metrics-reply';
+/** A worker is listening. */
+const READY = 'sluice:ready';
+/** The primary tells a worker to drain and exit. */
+const SHUTDOWN = 'sluice:shutdown';
+
+/** Pause before a dead worker is replaced, ms (so a crash loop does not spin). */
+const RESPAWN_DELAY_MS = 1_000;
+
+interface Message {
+  readonly type?: string;
+  readonly id?: number;
+  readonly text?: string;
+  readonly error?: string;
+}
+
+/** Whether this process is a worker forked by {@link runPrimary}. */
+export function isWorker(): boolean {
+  return cluster.isWorker;
+}
+
+/** This worker's number, from 1 (the primary and a single process: 1). */
+export function workerNumber(): number {
+  return Number(process.env.SLUICE_WORKER ?? 1);
+}
+
+/**
+ * In a worker: what `/metrics` renders, the sum over every worker (the primary asks each for
+ * `registry`). Call once, before serving.
+ */
+export function workerMetricsRender(registry: Registry): () => Promise<string> {
+  AggregatorRegistry.setRegistries([registry]);
+  // Constructing one adds prom-client's listener that answers the primary's requests.
+  new AggregatorRegistry();
+  let next = 0;
+  const pending = new Map<number, { resolve(text: string): void; reject(e: Error): void }>();
+  process.on('message', (message: Message) => {
+    if (message?.type !== METRICS_REPLY || message.id === undefined) return;
+    const waiter = pending.get(message.id);
+    if (waiter === undefined) return;
+    pending.delete(message.id);
+    if (message.error !== undefined) waiter.reject(new Error(message.error));
+    else waiter.resolve(message.text ?? '');
+  });
+  return () =>
+    new Promise<string>((resolve, reject) => {
+      const id = ++next;
+      pending.set(id, { resolve, reject });
+      process.send!({ type: METRICS_REQUEST, id });
+    });
+}
+
+/** In a worker: tell the primary it is listening. */
+export function reportReady(): void {
+  process.send?.({ type: READY });
+}
+
+/** In a worker: call `stop` when the primary says to shut down. */
+export function onShutdown(stop: () => void): void {
+  process.on('message', (message: Message) => {
+    if (message?.type === SHUTDOWN) stop();
+  });
+  // The primary going away (killed) leaves no one to drain us: drain on our own.
+  process.on('disconnect', stop);
+}
+
+/**
+ * The primary: fork `workers` workers (this same program), serve them metrics, replace any that
+ * die, and drain them all on SIGTERM/SIGINT. Resolves to the exit code.
+ */
+export function runPrimary(workers: number, logger: Logger): Promise<number> {
+  const aggregator = new AggregatorRegistry();
+  let stopping = false;
+  let ready = 0;
+  let started = false;
+  const numbers = new Map<Worker, number>();
+
+  return new Promise<number>((resolve) => {
+    let exitCode = 0;
+    const fork = (n: number): void => {
+      const worker = cluster.fork({ SLUICE_WORKER: String(n), SLUICE_WORKERS: String(workers) });
+      numbers.set(worker, n);
+      worker.on('message', (message: Message) => {
+        if (message?.type === READY) {
+          if (!started && ++ready === workers) started = true;
+        } else if (message?.type === METRICS_REQUEST) {
+          aggregator.clusterMetrics().then(
+            (text) => send(worker, { type: METRICS_REPLY, id: message.id, text }),
+            (error: Error) =>
+              send(worker, { type: METRICS_REPLY, id: message.id, error: error.message }),
+          );
+        }
+      });
+    };
+    const send = (worker: Worker, message: object): void => {
+      if (worker.isConnected()) worker.send(message);
+    };
+    const living = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w) => w != null);
+    const finish = (): void => {
+      if (living().length === 0) resolve(exitCode);
+    };
+
+    cluster.on('exit', (worker, code, signal) => {
+      const n = numbers.get(worker) ?? 0;
+      numbers.delete(worker);
+      if (stopping) {
+        if (code !== 0) exitCode = 1;
+        finish();
+        return;
+      }
+      if (!started) {
+        // A worker could not start (its error is on stderr already): stop like one process.
+        logger.error({ worker: n, code, signal }, 'a worker failed to start; stopping');
+        exitCode = 1;
+        stopAll();
+        return;
+      }
+      logger.error({ worker: n, code, signal }, 'a worker exited; starting another');
+      setTimeout(() => {
+        if (!stopping) fork(n);
+      }, RESPAWN_DELAY_MS).unref();
+    });
+
+    const stopAll = (): void => {
+      stopping = true;
+      for (const worker of living()) send(worker, { type: SHUTDOWN });
+      finish();
+    };
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal: ending every worker now');
+        for (const worker of living()) worker.process.kill('SIGKILL');
+        resolve(1);
+        return;
+      }
+      logger.info({ signal, workers: living().length }, 'shutting down: draining every worker');
+      stopAll();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    for (let n = 1; n <= workers; n++) fork(n);
+  });
+}

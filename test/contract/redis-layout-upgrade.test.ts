@@ -1,0 +1,138 @@
+/**
+ * Rolling upgrades on one Redis (README, "Upgrading: the Redis data layout"): during a deploy, old
+ * replicas (layout 1, test/fixtures/apply-script-v1.ts, keys `prefix{tag}COUNTER_KEY`) and new
+ * ones (layout 2, keys `prefix{tag}v2|COUNTER_KEY`) share one Redis. Each must go on counting its
+ * own counters exactly, with no error and no write into the other's keys: a mixed fleet counts
+ * apart until the old replicas are gone (at most one window later, every old key has expired).
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALGORITHMS, type Algorithm } from '../../src/algorithms/types.js';
+import { createManualClock } from '../../src/clock.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import { hashTagOf, redisKeyOf } from '../../src/stores/redis/keys.js';
+import { createRedisStore } from '../../src/stores/redis/redis-store.js';
+import { APPLY_SCRIPT as APPLY_SCRIPT_V1 } from '../fixtures/apply-script-v1.js';
+import { useProcessGroup } from '../helpers/processes.js';
+import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+
+/** A minute boundary, so fixed windows start at T0. */
+const T0 = 1_699_999_980_000;
+const MINUTE = 60_000;
+const LIMIT = 5;
+/** Layout 1's algorithm codes (its own `ALGORITHM_CODES`). */
+const V1_CODES: Record<Algorithm, number> = {
+  sliding_window: 1,
+  fixed_window: 2,
+  token_bucket: 3,
+  sliding_log: 4,
+};
+
+const requirement = requireRedis('redis layout upgrade');
+const group = useProcessGroup();
+let server: RedisServer | undefined;
+let admin: Redis | undefined;
+const open: CounterStore[] = [];
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  if (requirement.skip) return;
+  server = await startRedis(group);
+  admin = adminClient(server.port);
+});
+
+afterAll(async () => {
+  await Promise.all(open.splice(0).map((store) => store.close()));
+  for (const client of clients.splice(0)) client.disconnect();
+  admin?.disconnect();
+  await group.stopAll();
+});
+
+/** A replica still on layout 1: its script, its key names, the time of `now()`. */
+function oldReplica(prefix: string, now: () => number) {
+  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+  clients.push(client);
+  client.defineCommand('applyV1', { lua: APPLY_SCRIPT_V1 });
+  const call = client as unknown as { applyV1(...args: (string | number)[]): Promise<number[]> };
+  return {
+    keyOf: (key: string) => `${prefix}{${hashTagOf(key)}}${key}`,
+    /** One request of one spec; its `[overLimit, remaining]`. */
+    async apply(spec: CounterSpec): Promise<[boolean, number]> {
+      const reply = await call.applyV1(
+        1,
+        this.keyOf(spec.key),
+        Math.floor(now()),
+        '0',
+        3_600_000,
+        V1_CODES[spec.algorithm],
+        spec.limit,
+        spec.windowMs,
+        spec.burst,
+        spec.hits,
+        'e',
+      );
+      return [reply[1] === 1, reply[2]!];
+    },
+  };
+}
+
+function spec(key: string, algorithm: Algorithm): CounterSpec {
+  return {
+    key,
+    algorithm,
+    limit: LIMIT,
+    windowMs: MINUTE,
+    burst: LIMIT,
+    hits: 1,
+    mode: 'enforced',
+  };
+}
+
+describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Redis', () => {
+  for (const algorithm of ALGORITHMS) {
+    it(`${algorithm}: each layout counts its own counter exactly; neither reads or writes the other's`, async () => {
+      const clock = createManualClock(T0);
+      const prefix = `up-${randomUUID()}:`;
+      const old = oldReplica(prefix, clock.now);
+      const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+      const store = createRedisStore({
+        client,
+        keyPrefix: prefix,
+        timeoutMs: 5_000,
+        clock: clock.now,
+        scriptClock: clock.now,
+        ttlGraceMs: 3_600_000,
+      });
+      open.push(store);
+      const counter = spec(`${algorithm}|60000|edge|user=a`, algorithm);
+
+      // The old replica has counted 3 hits when the new one starts.
+      for (let i = 0; i < 3; i++) await old.apply(counter);
+      const oldKey = old.keyOf(counter.key);
+      const oldBefore = await admin!.dump(oldKey);
+      expect(oldBefore).not.toBeNull();
+
+      // The new replica counts from zero on its own key, never failing on the old one's type.
+      const fresh = await store.apply([counter]);
+      expect(fresh.admitted).toBe(true);
+      expect(fresh.results[0]!.remaining).toBe(LIMIT - 1);
+      const newKey = redisKeyOf(prefix, counter.key);
+      expect(newKey).not.toBe(oldKey);
+      expect(await admin!.dump(oldKey)).toEqual(oldBefore);
+
+      // Interleaved: each side goes on exactly from its own count.
+      clock.advance(1_000);
+      expect(await old.apply(counter)).toEqual([false, LIMIT - 4]);
+      expect((await store.apply([counter])).results[0]!.remaining).toBe(LIMIT - 2);
+      expect(await old.apply(counter)).toEqual([false, 0]);
+      expect((await old.apply(counter))[0]).toBe(true);
+      for (let i = 0; i < 3; i++) expect((await store.apply([counter])).admitted).toBe(true);
+      const full = await store.apply([counter]);
+      expect(full.admitted).toBe(false);
+      expect(full.results[0]!.remaining).toBe(0);
+
+      expect((await admin!.keys(`${prefix}*`)).sort()).toEqual([oldKey, newKey].sort());
+    });
+  }
+});

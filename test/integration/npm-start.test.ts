@@ -1,0 +1,88 @@
+/**
+ * `npm start` builds only when it must (scripts/build-if-stale.mjs): a fresh clone (no dist/) and
+ * any edit under src/ or proto/ build first; an unchanged checkout starts without compiling.
+ * Run on a throwaway project whose `build` script only records that it ran, and on this repo.
+ */
+import { spawnSync } from 'node:child_process';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ensureBuilt, REPO_ROOT, SLUICE_MAIN } from '../helpers/processes.js';
+
+const SCRIPT = path.join(REPO_ROOT, 'scripts', 'build-if-stale.mjs');
+
+function run(root?: string): { status: number | null; stderr: string } {
+  const result = spawnSync(process.execPath, root === undefined ? [SCRIPT] : [SCRIPT, root], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { status: result.status, stderr: result.stderr };
+}
+
+describe('npm start: build only when dist/ is stale', () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'sluice-start-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  // The project's "build" writes dist/main.js and appends one line to builds.log.
+  const builds = (): number =>
+    readFileSync(path.join(root, 'builds.log'), { encoding: 'utf8', flag: 'a+' }).length;
+
+  it('builds a fresh clone, not again when nothing changed, again after an edit', () => {
+    const build =
+      "const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/main.js','');fs.appendFileSync('builds.log','x')";
+    writeFileSync(
+      path.join(root, 'package.json'),
+      JSON.stringify({ name: 'fake', scripts: { build: `node -e "${build}"` } }),
+    );
+    mkdirSync(path.join(root, 'src'));
+    writeFileSync(path.join(root, 'src', 'main.ts'), 'export {};\n');
+    // Sources from the past, so that the build's output is newer whatever the file system's
+    // timestamp resolution.
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(path.join(root, 'src', 'main.ts'), past, past);
+    utimesSync(path.join(root, 'package.json'), past, past);
+
+    const first = run(root);
+    expect(first.status).toBe(0);
+    expect(first.stderr).toMatch(/building \(dist\/main\.js is missing\)/);
+    expect(builds()).toBe(1);
+
+    const second = run(root);
+    expect(second).toEqual({ status: 0, stderr: '' });
+    expect(builds()).toBe(1);
+
+    const future = new Date(Date.now() + 60_000);
+    utimesSync(path.join(root, 'src', 'main.ts'), future, future);
+    const third = run(root);
+    expect(third.status).toBe(0);
+    expect(third.stderr).toMatch(/building \(src is newer than dist\/\)/);
+    expect(builds()).toBe(2);
+  });
+
+  it('a failing build fails the start', () => {
+    writeFileSync(
+      path.join(root, 'package.json'),
+      JSON.stringify({ name: 'fake', scripts: { build: 'node -e "process.exit(3)"' } }),
+    );
+    expect(run(root).status).toBe(3);
+  });
+
+  it('this repository, once built, starts without compiling', () => {
+    const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts['start']).toMatch(/^node scripts\/build-if-stale\.mjs && /);
+    ensureBuilt();
+    const before = statSync(SLUICE_MAIN).mtimeMs;
+    expect(run()).toEqual({ status: 0, stderr: '' });
+    expect(statSync(SLUICE_MAIN).mtimeMs).toBe(before);
+  });
+});

@@ -1,0 +1,148 @@
+import dgram from 'node:dgram';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging/logger.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import {
+  compileGoPattern,
+  formatLine,
+  mogrify,
+  tagSuffix,
+  type Mogrifier,
+} from '../../src/metrics/statsd-format.js';
+import {
+  collectLines,
+  createLatencyReservoir,
+  createStatsdSink,
+} from '../../src/metrics/statsd.js';
+
+const rlMogrifier: Mogrifier = {
+  label: 'RL',
+  pattern: compileGoPattern(
+    String.raw`^ratelimit\.service\.rate_limit\.(?P<domain>[^.]+)\.(.*)\.([^.]+)$`,
+  ),
+  name: 'ratelimit.service.rate_limit.$3',
+  tags: [
+    { key: 'domain', value: '$1' },
+    { key: 'descriptor', value: '$2' },
+    { key: 'missing', value: '$9' },
+  ],
+};
+
+describe('statsd line format', () => {
+  it('serialises EXTRA_TAGS the gostats way: sorted, cleaned, empty pairs dropped', () => {
+    expect(
+      tagSuffix([
+        { key: 'zone', value: 'eu.west:1|a' },
+        { key: 'env', value: 'prod' },
+        { key: 'skip', value: '' },
+      ]),
+    ).toBe('.__env=prod.__zone=eu_west_1_a');
+    expect(tagSuffix([])).toBe('');
+  });
+
+  it('writes statsd and DogStatsD lines, with the sample rate only when sampled', () => {
+    expect(formatLine('a.b.__env=prod', 3, 'c', 1, undefined)).toBe('a.b.__env=prod:3|c');
+    expect(formatLine('a.b', 1.25, 'ms', 0.5, undefined)).toBe('a.b:1.25|ms|@0.5');
+    expect(formatLine('a.b.__env=prod', 3, 'c', 1, { mogrifiers: [] })).toBe('a.b:3|c|#env:prod');
+    expect(formatLine('a.b', 2, 'ms', 0.25, { mogrifiers: [] })).toBe('a.b:2|ms|@0.25');
+  });
+
+  it("applies the first matching mogrifier, the reference's $n rules included", () => {
+    expect(
+      mogrify('ratelimit.service.rate_limit.edge.api_key.over_limit.__env=prod', [rlMogrifier]),
+    ).toEqual({
+      name: 'ratelimit.service.rate_limit.over_limit',
+      tags: ['env:prod', 'domain:edge', 'descriptor:api_key', 'missing:$9'],
+    });
+    expect(mogrify('ratelimit_server.ShouldRateLimit.total_requests', [rlMogrifier])).toEqual({
+      name: 'ratelimit_server.ShouldRateLimit.total_requests',
+      tags: [],
+    });
+  });
+});
+
+describe('collectLines', () => {
+  it('sends what grew since the last committed flush, and keeps growth a failed send left', () => {
+    const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+    const stats = metrics.statsFor('edge.api_key');
+    stats.totalHits = 5;
+    stats.overLimit = 2;
+    metrics.service.callsOk = 3;
+    metrics.service.callsOverLimit = 2;
+    metrics.service.configLoadSuccess = 1;
+    const sent = new Map<string, number>();
+    const none = { samples: new Float64Array(0), rate: 1 };
+    const first = collectLines(metrics, sent, none, '.__env=prod', undefined);
+    expect(first.lines).toEqual([
+      'ratelimit.service.rate_limit.edge.api_key.total_hits.__env=prod:5|c',
+      'ratelimit.service.rate_limit.edge.api_key.over_limit.__env=prod:2|c',
+      'ratelimit.service.config_load_success.__env=prod:1|c',
+      'ratelimit_server.ShouldRateLimit.total_requests.__env=prod:5|c',
+    ]);
+    // Not committed (the send failed): the next flush carries the whole growth.
+    stats.totalHits = 6;
+    const second = collectLines(metrics, sent, none, '', undefined);
+    expect(second.lines[0]).toBe('ratelimit.service.rate_limit.edge.api_key.total_hits:6|c');
+    second.commit();
+    stats.totalHits = 7;
+    const third = collectLines(metrics, sent, none, '', undefined);
+    expect(third.lines).toEqual(['ratelimit.service.rate_limit.edge.api_key.total_hits:1|c']);
+  });
+
+  it('samples latencies into a bounded reservoir and sends the rate they stand for', () => {
+    const reservoir = createLatencyReservoir(4);
+    for (let i = 0; i < 16; i++) reservoir.add(0.002);
+    const drained = reservoir.drain();
+    expect(drained.samples.length).toBe(4);
+    expect(drained.rate).toBe(0.25);
+    const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+    const { lines } = collectLines(metrics, new Map(), drained, '', undefined);
+    expect(lines).toEqual(
+      Array(4).fill('ratelimit_server.ShouldRateLimit.response_time:2|ms|@0.25'),
+    );
+    expect(reservoir.drain().samples.length).toBe(0);
+  });
+});
+
+describe('the UDP sink', () => {
+  it('packs whole lines into datagrams of at most 1432 bytes, and sends every line', async () => {
+    const socket = dgram.createSocket('udp4');
+    const datagrams: Buffer[] = [];
+    socket.on('message', (message) => datagrams.push(message));
+    await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+    try {
+      const latencies = createLatencyReservoir();
+      const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+      // Multi-byte characters, so characters and bytes differ.
+      for (let i = 0; i < 60; i++) metrics.statsFor(`edge.user_é${i}`).totalHits = i + 1;
+      const sink = createStatsdSink({
+        metrics,
+        latencies,
+        host: '127.0.0.1',
+        port: socket.address().port,
+        protocol: 'udp',
+        flushIntervalMs: 3_600_000,
+        extraTags: [],
+        logger: createLogger({ level: 'fatal', format: 'json' }),
+      });
+      await sink.close();
+      const want = Array.from(
+        { length: 60 },
+        (_, i) => `ratelimit.service.rate_limit.edge.user_é${i}.total_hits:${i + 1}|c`,
+      );
+      const deadline = Date.now() + 5_000;
+      const lines = () => datagrams.flatMap((d) => d.toString('utf8').split('\n').filter(Boolean));
+      while (lines().length < want.length && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(datagrams.length).toBeGreaterThan(1);
+      for (const d of datagrams) {
+        expect(d.length).toBeLessThanOrEqual(1432);
+        expect(d.toString('utf8').endsWith('\n')).toBe(true);
+      }
+      expect(lines().sort()).toEqual(want.sort());
+    } finally {
+      socket.close();
+    }
+  });
+});
