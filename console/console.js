@@ -264,7 +264,7 @@ function counterTable(rows, caption) {
   return h(
     'table',
     {},
-    h('caption', { class: 'muted', style: 'text-align:left' }, caption),
+    h('caption', { class: 'muted' }, caption),
     h(
       'thead',
       {},

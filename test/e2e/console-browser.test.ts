@@ -54,12 +54,20 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
   let browser: Chromium;
   let load: { stop(): Promise<void> };
   let page: Page;
+  const pageErrors: string[] = [];
 
   beforeAll(async () => {
     sluice = await startConsoleApp({}, undefined, 250);
     load = traffic(sluice);
     browser = await launchChromium();
     page = await browser.context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('console', (message) => {
+      // A refused reset is a 403 the page shows; Chromium also logs it as a failed load.
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+        pageErrors.push(message.text());
+      }
+    });
     await page.goto(`${sluice.debugUrl}/?refresh=300`);
   });
   afterAll(async () => {
@@ -158,6 +166,10 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
     await expect.poll(() => textOf(page, '#reset-result')).toContain('Refused');
     expect(await textOf(page, '#reset-result')).toContain('DEBUG_CONSOLE_RESET_ENABLED=true');
     expect(await sluice.call('shop', { user: 'dave' })).toBe('OVER_LIMIT');
+  });
+
+  it('raised no script error and no Content-Security-Policy violation', () => {
+    expect(pageErrors).toEqual([]);
   });
 });
 
