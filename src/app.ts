@@ -106,6 +106,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const loadOptions = {
     mergeDomainConfigs: settings.mergeDomainConfigs,
     defaultAlgorithm: settings.defaultAlgorithm,
+    maxRulesPerFile: settings.configMaxRulesPerFile,
+    maxRules: settings.configMaxRules,
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};
@@ -117,6 +119,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const local = createMetrics({
     nearLimitRatio: settings.nearLimitRatio,
     storeSize: () => storeRef.current?.size() ?? 0,
+    maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
+    maxSeries: settings.metricsMaxSeries,
     latencyTap: latencies,
     latencyInMilliseconds: stats.sink === 'prometheus' && stats.responseTimeAsMilliseconds,
     requestBufferBytes: () => requestBudget.heldBytes,

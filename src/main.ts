@@ -288,6 +288,8 @@ async function check(args: string[]): Promise<number> {
   const result = await checkConfig(positionals, {
     mergeDomainConfigs: settings.mergeDomainConfigs,
     defaultAlgorithm: settings.defaultAlgorithm,
+    maxRulesPerFile: settings.configMaxRulesPerFile,
+    maxRules: settings.configMaxRules,
   });
   for (const warning of result.warnings) {
     process.stderr.write(`warning: ${formatConfigProblem(warning)}\n`);

@@ -88,6 +88,17 @@ export interface Settings {
   readonly storeFailureMode: StoreFailureMode;
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
   readonly memoryMaxKeys: number;
+  /**
+   * `METRICS_MAX_SERIES_PER_RULE` (default 1000): per-rule series a rule may get from request
+   * values (`detailed_metric`, `value_to_metric`, overrides); more go to its overflow series.
+   */
+  readonly metricsMaxSeriesPerRule: number;
+  /** `METRICS_MAX_SERIES` (default 10000): the same over all rules together. */
+  readonly metricsMaxSeries: number;
+  /** `CONFIG_MAX_RULES_PER_FILE` (default 20000): most descriptor nodes in one rule file. */
+  readonly configMaxRulesPerFile: number;
+  /** `CONFIG_MAX_RULES` (default 100000): most descriptor nodes over all rule files. */
+  readonly configMaxRules: number;
   /** `SHADOW_MODE`: answer OK overall while statuses keep their real codes. */
   readonly shadowMode: boolean;
   /**
@@ -471,6 +482,9 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     redis,
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
+    metricsMaxSeriesPerRule: r.int('METRICS_MAX_SERIES_PER_RULE', 1_000, 0, 1_000_000),
+    metricsMaxSeries: r.int('METRICS_MAX_SERIES', 10_000, 0, 1_000_000),
+    ...configLimits(r),
     shadowMode: r.bool('SHADOW_MODE', false, flags.shadowMode),
     defaultAlgorithm: defaultAlgorithm(r),
     quotaMode: r.bool('QUOTA_MODE', false),
@@ -568,12 +582,23 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
 export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   readonly mergeDomainConfigs: boolean;
   readonly defaultAlgorithm: Algorithm;
+  readonly configMaxRulesPerFile: number;
+  readonly configMaxRules: number;
 } {
   const r = new Reader(env);
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
   const algorithm = defaultAlgorithm(r);
+  const limits = configLimits(r);
   throwIfProblems(r);
-  return { mergeDomainConfigs, defaultAlgorithm: algorithm };
+  return { mergeDomainConfigs, defaultAlgorithm: algorithm, ...limits };
+}
+
+/** `CONFIG_MAX_RULES_PER_FILE` and `CONFIG_MAX_RULES` (docs/operations.md, "Rule file bounds"). */
+function configLimits(r: Reader): { configMaxRulesPerFile: number; configMaxRules: number } {
+  return {
+    configMaxRulesPerFile: r.int('CONFIG_MAX_RULES_PER_FILE', 20_000, 1, 1_000_000),
+    configMaxRules: r.int('CONFIG_MAX_RULES', 100_000, 1, 10_000_000),
+  };
 }
 
 /** `DEFAULT_ALGORITHM`: one of ALGORITHMS, case-insensitive; default `sliding_window`. */

@@ -1,12 +1,17 @@
 /**
  * Files on disk -> snapshot: finding the rule files, reading them, and `sluice check`.
  */
-import { readFile, readdir, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ConfigError, type ConfigProblem } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
 import { buildSnapshot, compareNames } from './snapshot.js';
-import { validateFiles, type ConfigFileInput, type ConfigOptions } from './validate.js';
+import {
+  MAX_RULE_FILE_LENGTH,
+  validateFiles,
+  type ConfigFileInput,
+  type ConfigOptions,
+} from './validate.js';
 
 /** The result of `checkConfig`: what `sluice check` prints. */
 export interface CheckResult {
@@ -55,7 +60,10 @@ export function isRuleFileName(name: string): boolean {
  * Recursion matches the reference: its loader (lyft/goruntime) walks the whole
  * `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config` tree with Go's filepath.Walk. Like Walk, symbolic
  * links to files are followed but symbolic links to directories are not descended into (no
- * loops). The reference loads every file whatever its name and, unless RUNTIME_IGNOREDOTFILES is
+ * loops). A symbolic link is followed only to a file inside the configured directory it was
+ * found under (after resolving every link, so a Kubernetes ConfigMap's `x.yaml -> ..data/x.yaml`
+ * links, which stay inside the mount, load); a link to anywhere else is a problem naming it, so a
+ * rule directory cannot be used to read other files of the host. The reference loads every file whatever its name and, unless RUNTIME_IGNOREDOTFILES is
  * set, dot files too; sluice takes only YAML files and always skips dot entries (docs/configuration.md, "Files"), which
  * is what Kubernetes deployments of the reference configure anyway.
  *
@@ -142,7 +150,18 @@ export async function readConfigFiles(
 ): Promise<{ inputs: ConfigFileInput[]; problems: ConfigProblem[] }> {
   const inputs: ConfigFileInput[] = [];
   const problems: ConfigProblem[] = [];
-  const contents = await Promise.allSettled(files.map((file) => readFile(file, 'utf8')));
+  // A file too large to be a rule file is not read into memory at all.
+  const contents = await Promise.allSettled(
+    files.map(async (file) => {
+      const info = await stat(file);
+      if (info.size > MAX_RULE_FILE_LENGTH) {
+        throw new Error(
+          `the file is ${info.size} bytes long; at most ${MAX_RULE_FILE_LENGTH} are allowed; split it into several files`,
+        );
+      }
+      return readFile(file, 'utf8');
+    }),
+  );
   contents.forEach((content, index) => {
     const name = files[index]!;
     if (content.status === 'fulfilled') {
@@ -188,7 +207,10 @@ export async function scanConfigPaths(paths: readonly string[]): Promise<ConfigS
     if (info.isFile()) {
       add(path);
     } else if (info.isDirectory()) {
-      await walk(path, add, problems, dirs);
+      // Links are checked against the directory as resolved, so a configured path that is
+      // itself a link (RUNTIME_ROOT/current -> a release directory) keeps working.
+      const root = await realpath(path).catch(() => resolve(path));
+      await walk(path, root, add, problems, dirs);
     } else {
       problems.push({
         file: path,
@@ -202,6 +224,7 @@ export async function scanConfigPaths(paths: readonly string[]): Promise<ConfigS
 
 async function walk(
   dir: string,
+  root: string,
   add: (file: string) => void,
   problems: ConfigProblem[],
   dirs: string[],
@@ -223,7 +246,7 @@ async function walk(
     if (isIgnoredName(entry.name)) continue;
     const full = join(dir, entry.name);
     if (entry.isDirectory()) {
-      await walk(full, add, problems, dirs);
+      await walk(full, root, add, problems, dirs);
     } else if (isRuleFileName(entry.name)) {
       if (entry.isFile()) {
         add(full);
@@ -231,10 +254,31 @@ async function walk(
         // A dangling link (e.g. mid-swap in a ConfigMap volume) is skipped; the swap's own event
         // triggers the next reload.
         const target = await stat(full).catch(() => undefined);
-        if (target?.isFile() === true) add(full);
+        if (target?.isFile() !== true) continue;
+        const real = await realpath(full).catch(() => undefined);
+        if (real === undefined) continue;
+        if (isInside(real, root)) {
+          add(full);
+        } else {
+          problems.push({
+            file: full,
+            path: '',
+            message:
+              'rule file is a symbolic link to a file outside the config directory; only links ' +
+              `that stay inside ${root} are followed (copy the file into the directory, or name ` +
+              'it in the config paths itself)',
+          });
+        }
       }
     }
   }
+}
+
+/** True when `path` is `dir` or below it (both absolute and resolved). */
+function isInside(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  // Not `startsWith('..')`: a ConfigMap's `..2024_01_01...` directory is inside.
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
 function missingPathMessage(error: unknown): string {

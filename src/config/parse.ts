@@ -6,6 +6,7 @@ import {
   LineCounter,
   isAlias,
   isMap,
+  isPair,
   isScalar,
   isSeq,
   parseAllDocuments,
@@ -131,6 +132,7 @@ export function parseConfigYaml(file: string, content: string): ParsedFile {
       sink.add('', `error loading config file: ${firstLine(error.message)}`);
     }
     if (first.errors.length === 0 && !checkAliases(first, sink)) broken = true;
+    if (!broken && !checkExpandedSize(first, sink)) broken = true;
   }
   if (broken) return { file, root: undefined, sink, resolve };
   const root = first === undefined ? null : resolveNode(first, first.contents);
@@ -243,15 +245,38 @@ function combineRepeated(all: readonly MapEntry[]): { entry: MapEntry; merged: b
   return { entry: { key: last.key, keyNode: last.keyNode, value: combined }, merged: true };
 }
 
+/** Longest text a message quotes in full; longer text is cut (see {@link shortText}). */
+export const MAX_QUOTED_LENGTH = 32;
+
+/** How many characters of a longer text a message shows. */
+const QUOTED_PREFIX_LENGTH = 24;
+
+/**
+ * `text` as problems, logs and `sluice check` may show it: in full up to
+ * {@link MAX_QUOTED_LENGTH} characters, else its first characters, `…` and its length, so a
+ * file that is not a rule file (a linked secret, a key) never appears whole in a message.
+ */
+export function shortText(text: string): string {
+  if (text.length <= MAX_QUOTED_LENGTH) return text;
+  return `${text.slice(0, QUOTED_PREFIX_LENGTH)}… (${text.length} characters)`;
+}
+
+/** `'text'`, cut as {@link shortText} does. */
+export function quote(text: string): string {
+  return `'${shortText(text)}'`;
+}
+
 /** A short description of a node for messages: its source text, or the kind of collection. */
 export function describeNode(node: unknown): string {
   if (node === null || node === undefined) return 'nothing';
   if (isMap(node)) return 'a mapping';
   if (isSeq(node)) return 'a list';
   if (isScalar(node)) {
-    if (typeof node.value === 'string') return `'${node.value}'`;
-    if (typeof node.value === 'symbol') return `'${node.value.description ?? ''}'`;
-    return node.source !== undefined && node.source !== '' ? node.source : String(node.value);
+    if (typeof node.value === 'string') return quote(node.value);
+    if (typeof node.value === 'symbol') return quote(node.value.description ?? '');
+    return shortText(
+      node.source !== undefined && node.source !== '' ? node.source : String(node.value),
+    );
   }
   return 'an unsupported value';
 }
@@ -303,15 +328,15 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
         ok = false;
         sink.add(
           '',
-          `error loading config file: unknown anchor '${alias.source}' referenced; ` +
-            `a value starting with '*' must be quoted ("*${alias.source}")`,
+          `error loading config file: unknown anchor ${quote(alias.source)} referenced; ` +
+            `a value starting with '*' must be quoted ("*${shortText(alias.source)}")`,
           alias,
         );
       } else if (path.includes(target)) {
         ok = false;
         sink.add(
           '',
-          `error loading config file: alias '*${alias.source}' refers to a node that contains it`,
+          `error loading config file: alias ${quote(`*${alias.source}`)} refers to a node that contains it`,
           alias,
         );
       }
@@ -320,9 +345,58 @@ function checkAliases(doc: Document.Parsed, sink: ProblemSink): boolean {
   return ok;
 }
 
+/**
+ * Most YAML nodes a file may hold once its aliases are expanded (each alias counting as a copy of
+ * what it names, as validation walks it). Fifty nodes per rule at the default of rules per file
+ * leave room for any real rule file; an alias bomb (`a: &a [x, x]`, `b: &b [*a, *a]`, ...)
+ * expands to millions from a few kilobytes and is refused before it is walked.
+ */
+export const MAX_YAML_NODES = 1_000_000;
+
+/** Nesting beyond which the size count stops (validation refuses it anyway). */
+const MAX_COUNT_DEPTH = 256;
+
+/**
+ * Refuse a document that expands to more than {@link MAX_YAML_NODES} nodes. The count is
+ * memoised per node, so it costs time in proportion to the file's text, however much its
+ * aliases would expand.
+ */
+function checkExpandedSize(doc: Document.Parsed, sink: ProblemSink): boolean {
+  const sizes = new Map<unknown, number>();
+  const limit = MAX_YAML_NODES;
+  const sizeOf = (node: unknown, depth: number): number => {
+    let current = node;
+    for (let hops = 0; hops < 32 && isAlias(current); hops++) current = current.resolve(doc);
+    if (!isMap(current) && !isSeq(current)) return 1;
+    const known = sizes.get(current);
+    if (known !== undefined) return known;
+    let size = 1;
+    if (depth < MAX_COUNT_DEPTH) {
+      for (const item of current.items as unknown[]) {
+        if (isPair(item)) size += sizeOf(item.key, depth + 1) + sizeOf(item.value, depth + 1);
+        else size += sizeOf(item, depth + 1);
+        // Saturate: nothing past the limit matters, and a sum of huge counts stays finite.
+        if (size > limit) break;
+      }
+    }
+    size = Math.min(size, limit + 1);
+    sizes.set(current, size);
+    return size;
+  };
+  if (sizeOf(doc.contents, 0) <= limit) return true;
+  sink.add(
+    '',
+    `error loading config file: the file expands to more than ${limit} YAML nodes ` +
+      '(each alias counts as a copy of what it names); split it into several files or use fewer aliases',
+  );
+  return false;
+}
+
+/** The first line of a YAML error message, without a trailing colon, at most 200 characters. */
 function firstLine(message: string): string {
-  const line = message.split('\n', 1)[0] ?? message;
-  return line.endsWith(':') ? line.slice(0, -1) : line;
+  let line = message.split('\n', 1)[0] ?? message;
+  if (line.endsWith(':')) line = line.slice(0, -1);
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
 /**

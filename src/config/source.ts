@@ -66,6 +66,8 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
               paths: options.paths,
               mergeDomainConfigs: options.mergeDomainConfigs,
               defaultAlgorithm: options.defaultAlgorithm,
+              maxRulesPerFile: options.maxRulesPerFile,
+              maxRules: options.maxRules,
               pollIntervalMs: options.pollIntervalMs,
               onSnapshot(snapshot) {
                 reloaded = true;

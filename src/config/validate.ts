@@ -17,6 +17,8 @@ import {
 import type { ConfigProblem } from '../errors.js';
 import {
   describeNode,
+  quote,
+  shortText,
   formatPosition,
   goParseInt,
   goScalarKind,
@@ -111,7 +113,26 @@ export interface ConfigOptions {
    * `sliding_window`.
    */
   readonly defaultAlgorithm?: Algorithm;
+  /**
+   * Most rules (descriptor nodes, nested ones included) one file may hold
+   * (`CONFIG_MAX_RULES_PER_FILE`); default {@link DEFAULT_MAX_RULES_PER_FILE}.
+   */
+  readonly maxRulesPerFile?: number;
+  /** Most rules all files together may hold (`CONFIG_MAX_RULES`); default {@link DEFAULT_MAX_RULES}. */
+  readonly maxRules?: number;
 }
+
+/** Default of `ConfigOptions.maxRulesPerFile`. */
+export const DEFAULT_MAX_RULES_PER_FILE = 20_000;
+
+/** Default of `ConfigOptions.maxRules`. */
+export const DEFAULT_MAX_RULES = 100_000;
+
+/**
+ * Longest rule file, in characters (bytes when read from disk): 8 MiB, several times the size of
+ * {@link DEFAULT_MAX_RULES_PER_FILE} rules, so parsing time stays bounded.
+ */
+export const MAX_RULE_FILE_LENGTH = 8 * 1_048_576;
 
 /** A configuration file's name and text. */
 export interface ConfigFileInput {
@@ -192,13 +213,44 @@ export function validateFiles(
   const perFile: ConfigProblem[][] = [];
   const configs: (FileConfig | undefined)[] = [];
   const warnings: ConfigProblem[] = [];
+  const maxRules = options.maxRules ?? DEFAULT_MAX_RULES;
+  const maxPerFile = options.maxRulesPerFile ?? DEFAULT_MAX_RULES_PER_FILE;
+  let rules = 0;
   for (const { name, content } of files) {
+    if (content.length > MAX_RULE_FILE_LENGTH) {
+      perFile.push([tooLong(name, content.length)]);
+      configs.push(undefined);
+      continue;
+    }
+    if (rules > maxRules) {
+      // Past the total, later files are not even parsed: the set is refused anyway.
+      perFile.push([]);
+      configs.push(undefined);
+      continue;
+    }
     const parsed = parseConfigYaml(name, content);
-    configs.push(
-      parsed.root === undefined
-        ? undefined
-        : validateRoot(parsed, options.defaultAlgorithm ?? 'sliding_window'),
-    );
+    if (parsed.root === undefined) {
+      configs.push(undefined);
+    } else {
+      // The file may hold up to what is left of the total, and at most its own bound.
+      const allowed = Math.min(maxPerFile, maxRules - rules);
+      const walker = new Walker(parsed, options.defaultAlgorithm ?? 'sliding_window', allowed);
+      configs.push(walker.root(parsed.root));
+      rules += walker.rules;
+      if (walker.rules > maxPerFile) {
+        parsed.sink.add(
+          '',
+          `the file holds more than ${maxPerFile} rules (descriptors, nested ones included); ` +
+            'split it into several files or raise CONFIG_MAX_RULES_PER_FILE',
+        );
+      } else if (rules > maxRules) {
+        parsed.sink.add(
+          '',
+          `the rule files hold more than ${maxRules} rules in all (descriptors, nested ones ` +
+            'included) with this file; remove rules or raise CONFIG_MAX_RULES',
+        );
+      }
+    }
     perFile.push(parsed.sink.problems);
     warnings.push(...parsed.sink.warnings);
   }
@@ -206,22 +258,27 @@ export function validateFiles(
   return { configs, problems: perFile.flat(), warnings };
 }
 
-/** Validate one parsed file's root. Problems go to `parsed.sink`. */
-export function validateRoot(
-  parsed: ParsedFile,
-  defaultAlgorithm: Algorithm = 'sliding_window',
-): FileConfig {
-  const walker = new Walker(parsed, defaultAlgorithm);
-  return walker.root(parsed.root ?? null);
+/** The problem of a file longer than {@link MAX_RULE_FILE_LENGTH}. */
+function tooLong(file: string, length: number): ConfigProblem {
+  return {
+    file,
+    path: '',
+    message:
+      `error loading config file: the file is ${length} characters long; at most ` +
+      `${MAX_RULE_FILE_LENGTH} are allowed; split it into several files`,
+  };
 }
 
 class Walker {
   private readonly sink: ProblemSink;
   private readonly resolve: (node: unknown) => YamlNode | null;
+  /** Descriptor nodes walked; the walk stops one past `maxRules`. */
+  rules = 0;
 
   constructor(
     private readonly parsed: ParsedFile,
     private readonly defaultAlgorithm: Algorithm,
+    private readonly maxRules: number,
   ) {
     this.sink = parsed.sink;
     this.resolve = parsed.resolve;
@@ -283,6 +340,9 @@ class Walker {
     }
     const result: DescriptorConfig[] = [];
     node.items.forEach((item, index) => {
+      // Past the bound the file is refused (validateFiles says so); walking on costs only time.
+      if (this.rules > this.maxRules) return;
+      this.rules++;
       const itemPath = `${path}[${index}]`;
       const resolved = this.resolve(item);
       if (!isMap(resolved)) {
@@ -377,7 +437,7 @@ class Walker {
     if (shareThreshold !== undefined && !isWildcard(finalKey)) {
       this.sink.add(
         `${path}.share_threshold`,
-        `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
+        `share_threshold can only be used with wildcard values (containing '*'), but found key ${quote(finalKey)}`,
         shareThreshold.keyNode,
       );
     }
@@ -463,7 +523,7 @@ class Walker {
           if (text !== undefined && algorithm === undefined) {
             this.sink.add(
               entryPath,
-              `unknown algorithm '${text}'; use one of ${ALGORITHMS.join(', ')}`,
+              `unknown algorithm ${quote(text)}; use one of ${ALGORITHMS.join(', ')}`,
               entry.value ?? entry.keyNode,
             );
           }
@@ -513,7 +573,7 @@ class Walker {
       if (unit === undefined && (unitEntry === undefined || this.isScalarEntry(unitEntry))) {
         this.sink.add(
           unitPath,
-          `invalid rate limit unit '${unitText}'; use one of ${UNIT_CHOICES}`,
+          `invalid rate limit unit ${quote(unitText)}; use one of ${UNIT_CHOICES}`,
           unitNode,
         );
       }
@@ -706,7 +766,7 @@ class Walker {
     const path = parentPath === '' ? repeated.key : `${parentPath}.${repeated.key}`;
     this.sink.warn(
       path,
-      `'${repeated.key}' is written ${lines.length} times (lines ${lines.join(', ')}); ` +
+      `${quote(repeated.key)} is written ${lines.length} times (lines ${lines.join(', ')}); ` +
         (repeated.merged
           ? 'the mappings are merged, later keys over earlier ones,'
           : `only the last one (line ${String(lines[lines.length - 1])}) is used,`) +
@@ -729,7 +789,7 @@ class Walker {
       path,
       `error checking config: ${entry.key} is ${describeNode(node)}, ` +
         (kind === 'float' ? 'a floating-point number' : 'a whole number above 2^63-1') +
-        `, which envoyproxy/ratelimit refuses; write a whole number, or quote it if it is text ("${node.source ?? ''}")`,
+        `, which envoyproxy/ratelimit refuses; write a whole number, or quote it if it is text ("${shortText(node.source ?? '')}")`,
       node,
     );
   }
@@ -754,7 +814,7 @@ class Walker {
       const path = parentPath === '' ? key : `${parentPath}.${key}`;
       this.sink.warn(
         path,
-        `'${key}' is ignored here; it belongs ${home.description}`,
+        `${quote(key)} is ignored here; it belongs ${home.description}`,
         entry.keyNode,
       );
       return;
@@ -765,8 +825,9 @@ class Walker {
           ? `did you mean '${suggestion}'?`
           : `valid keys here: ${validHere.join(', ')}`;
     }
-    const path = parentPath === '' ? key : `${parentPath}.${key}`;
-    this.sink.add(path, `config error, unknown key '${key}'; ${hint}`, entry.keyNode);
+    const shown = shortText(key);
+    const path = parentPath === '' ? shown : `${parentPath}.${shown}`;
+    this.sink.add(path, `config error, unknown key ${quote(key)}; ${hint}`, entry.keyNode);
   }
 
   private isScalarEntry(entry: MapEntry): boolean {
@@ -864,7 +925,7 @@ function checkFileSet(
         file: config.file,
         path: 'domain',
         message:
-          `duplicate domain '${config.domain}' in config file; it is already defined in ${owner.file} ` +
+          `duplicate domain ${quote(config.domain)} in config file; it is already defined in ${owner.file} ` +
           '(set MERGE_DOMAIN_CONFIG=true to merge files of one domain)' +
           at(config.domainPosition),
       });
@@ -896,7 +957,7 @@ function checkCompositeKeys(
         file,
         path: descriptor.path,
         message:
-          `duplicate descriptor composite key '${fullKey}'; it is first defined${first}` +
+          `duplicate descriptor composite key ${quote(fullKey)}; it is first defined${first}` +
           at(descriptor.position),
       });
     }

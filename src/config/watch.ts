@@ -17,6 +17,10 @@ export interface WatchOptions {
   readonly mergeDomainConfigs?: boolean;
   /** The algorithm of limits that name none (`DEFAULT_ALGORITHM`); default sliding_window. */
   readonly defaultAlgorithm?: Algorithm;
+  /** `ConfigOptions.maxRulesPerFile` (`CONFIG_MAX_RULES_PER_FILE`). */
+  readonly maxRulesPerFile?: number;
+  /** `ConfigOptions.maxRules` (`CONFIG_MAX_RULES`). */
+  readonly maxRules?: number;
   /** Quiet time after the first event of a burst before reloading, in ms; default 100. */
   readonly debounceMs?: number;
   /**
@@ -151,6 +155,8 @@ class Watch implements ConfigWatcher {
         snapshot = await snapshotOfFiles(scan.files, scan.problems, {
           mergeDomainConfigs: this.options.mergeDomainConfigs === true,
           defaultAlgorithm: this.options.defaultAlgorithm,
+          maxRulesPerFile: this.options.maxRulesPerFile,
+          maxRules: this.options.maxRules,
         });
       } catch (error) {
         this.fail(error);

@@ -76,9 +76,16 @@ const UNLIMITED: DescriptorStatus = Object.freeze({
 
 const NO_HEADERS: readonly never[] = Object.freeze([]);
 
-/** Hits a descriptor adds: its own `hits_addend` when present, else max(1, request's). */
+/**
+ * Hits a descriptor adds: its own `hits_addend` when present, else max(1, request's), at most
+ * {@link MAX_UINT32} (docs/semantics.md, "Hits"). The bound is the reference's request type
+ * (`hits_addend` is a uint32 on the request, and a limit is a uint32): a larger per-descriptor
+ * value (a UInt64Value on the wire, up to 2^53 over `/json`) is already more than any limit but
+ * the largest admits, and keeping every charge a whole number far below 2^53 keeps every total
+ * exact, so small charges are never lost to rounding and no total goes negative.
+ */
 export function hitsFor(descriptor: RequestDescriptor, requestHits: number): number {
-  return descriptor.hitsAddend ?? Math.max(1, requestHits);
+  return Math.min(descriptor.hitsAddend ?? Math.max(1, requestHits), MAX_UINT32);
 }
 
 /** How a rule's counters take part in admission: shadow wins over quota (as in the reference). */

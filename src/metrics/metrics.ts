@@ -8,8 +8,13 @@ import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'pr
 
 /** The per-rule counters of the reference (`ratelimit.service.rate_limit.<key>.<stat>`). */
 export interface RuleStats {
-  /** The reference's stats key, e.g. `edge.path_/login.remote_address` (sanitised). */
+  /**
+   * The reference's stats key, e.g. `edge.path_/login.remote_address` (sanitised); for a rule's
+   * overflow series (see {@link Metrics.requestStatsFor}), the rule's key then `.__overflow__`.
+   */
   readonly key: string;
+  /** The Prometheus labels of the series (`labelsOf(key)`, or the overflow series' labels). */
+  readonly labels: RuleLabels;
   /** Hits asked for by requests that reached this rule. */
   totalHits: number;
   /** Hits over the limit (every hit of an over-limit descriptor; see docs). */
@@ -51,6 +56,11 @@ export interface ServiceCounters {
 export interface StoreMetricsSink {
   /** `count` counters dropped, because they had expired (`expired`) or by the key cap (`lru`). */
   evicted(reason: 'expired' | 'lru', count: number): void;
+  /**
+   * `count` new counters decided but not stored, because the memory store was full of counters
+   * that are limiting someone (`MEMORY_MAX_KEYS` reached; docs/operations.md, "Memory store").
+   */
+  notStored?(count: number): void;
   /** One failed store operation; `kind` is a short, bounded word (`timeout`, `connection`, ...). */
   storeError(kind: string): void;
   /** `count` counters answered over limit from the local cache without asking the store. */
@@ -106,6 +116,16 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean;
   /** Number of counters the store holds now (read at scrape time). */
   readonly storeSize?: () => number;
+  /**
+   * Most per-request series one rule may have (`METRICS_MAX_SERIES_PER_RULE`); default
+   * {@link DEFAULT_MAX_SERIES_PER_RULE}. See {@link Metrics.requestStatsFor}.
+   */
+  readonly maxSeriesPerRule?: number;
+  /**
+   * Most per-request series over all rules (`METRICS_MAX_SERIES`); default
+   * {@link DEFAULT_MAX_SERIES}.
+   */
+  readonly maxSeries?: number;
   /** Also hands every latency to this (the statsd sink's timer samples); `undefined`: none. */
   readonly latencyTap?: { add(seconds: number): void } | undefined;
   /**
@@ -118,6 +138,29 @@ export interface MetricsOptions {
   /** Number of domains the serving rules define (read at scrape time); 0 when unset. */
   readonly configDomains?: () => number;
 }
+
+/** Default of `METRICS_MAX_SERIES_PER_RULE`. */
+export const DEFAULT_MAX_SERIES_PER_RULE = 1_000;
+
+/** Default of `METRICS_MAX_SERIES`. */
+export const DEFAULT_MAX_SERIES = 10_000;
+
+/**
+ * Longest per-request stats key given its own series, in characters; a longer one is counted in
+ * its rule's overflow series (a label that long is no use on a dashboard, and it would make the
+ * output large: MAX_ENTRY_LENGTH allows 4096-character values).
+ */
+export const MAX_REQUEST_STATS_KEY_LENGTH = 256;
+
+/**
+ * Most overflow series (one per rule key); past it, and for rule keys longer than
+ * {@link MAX_REQUEST_STATS_KEY_LENGTH}, every dropped key counts in one shared overflow series
+ * with empty `domain` and `key1`.
+ */
+export const MAX_OVERFLOW_SERIES = 1_000;
+
+/** The last stats key part and `key2` label of a rule's overflow series. */
+export const OVERFLOW_LABEL = '__overflow__';
 
 /** The metrics of one sluice instance. */
 export interface Metrics {
@@ -133,13 +176,29 @@ export interface Metrics {
   readonly transport: TransportMetricsSink;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
-  /** The stats of one stats key, created on first use. */
+  /**
+   * The stats of one stats key, created on first use. For keys the config bounds (a rule's own
+   * key); keys built from request values go through {@link requestStatsFor}.
+   */
   statsFor(key: string): RuleStats;
+  /**
+   * The stats of a stats key built from request values (`detailed_metric`, `value_to_metric`, a
+   * RateLimitOverride), of the rule known by `ruleKey` (its sanitised key without request
+   * values). Cardinality is bounded (docs/operations-metrics.md, "Cardinality"): a new key gets
+   * its own series only while the rule has fewer than `maxSeriesPerRule` of them, all rules
+   * fewer than `maxSeries`, and the key is at most {@link MAX_REQUEST_STATS_KEY_LENGTH} long;
+   * otherwise the hits go to the rule's overflow series and `sluice_metric_series_dropped_total`
+   * counts the call. The cap lives here so every sink (Prometheus, statsd) shares it.
+   */
+  requestStatsFor(key: string, ruleKey: string): RuleStats;
   /** Every per-rule stats created so far (the statsd sink reads them at each flush). */
   rules(): IterableIterator<RuleStats>;
   /** Observe one ShouldRateLimit latency, in seconds. */
   observeLatency(seconds: number): void;
-  /** Every metric in the Prometheus text format. */
+  /**
+   * Every metric in the Prometheus text format. Never rejects: a metric that fails to render is
+   * left out (and counted in `sluice_metric_render_errors_total`), the others are served.
+   */
   render(): Promise<string>;
   /** The `Content-Type` of {@link render}'s output. */
   readonly contentType: string;
@@ -165,7 +224,10 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'ratelimit_service_total_requests',
   'ratelimit_service_response_time_seconds',
   'sluice_should_rate_limit_calls_total',
+  'sluice_metric_series_dropped_total',
+  'sluice_metric_render_errors_total',
   'sluice_store_evictions_total',
+  'sluice_store_keys_not_stored_total',
   'sluice_store_errors_total',
   'sluice_store_local_cache_over_limit_total',
   'sluice_store_fallback_total',
@@ -251,6 +313,20 @@ function plainHistogram(
   return metric as unknown as Metric;
 }
 
+/** Fresh, zero stats for `key` with `labels`. */
+function newStats(key: string, labels: RuleLabels): RuleStats {
+  return {
+    key,
+    labels,
+    totalHits: 0,
+    overLimit: 0,
+    nearLimit: 0,
+    withinLimit: 0,
+    shadowMode: 0,
+    overLimitWithLocalCache: 0,
+  };
+}
+
 /** Create the metrics (one registry per instance, so tests can run several apps). */
 export function createMetrics(options: MetricsOptions): Metrics {
   const registry = new Registry();
@@ -268,10 +344,23 @@ export function createMetrics(options: MetricsOptions): Metrics {
     internalErrors: 0,
   };
   const evictions = { expired: 0, lru: 0 };
+  let notStored = 0;
   const storeErrors = new Map<string, number>();
   const fallbacks = new Map<string, number>();
   let localCacheOverLimit = 0;
   const rules = new Map<string, RuleStats>();
+  const maxSeriesPerRule = Math.max(
+    0,
+    Math.floor(options.maxSeriesPerRule ?? DEFAULT_MAX_SERIES_PER_RULE),
+  );
+  const maxSeries = Math.max(0, Math.floor(options.maxSeries ?? DEFAULT_MAX_SERIES));
+  /** Per-request series created, per rule key. */
+  const seriesPerRule = new Map<string, number>();
+  /** Overflow series, per rule key. */
+  const overflows = new Map<string, RuleStats>();
+  let requestSeries = 0;
+  let seriesDropped = 0;
+  let renderErrors = 0;
 
   for (const [suffix, field] of RULE_SERIES) {
     new Counter({
@@ -284,7 +373,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
         // Like the reference, a series appears once it has counted something.
         for (const stats of rules.values()) {
           const value = stats[field];
-          if (value > 0) this.inc(labelsOf(stats.key), value);
+          if (value > 0) this.inc(stats.labels, value);
         }
       },
     });
@@ -372,6 +461,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
       this.inc({ result: 'internal' }, service.internalErrors);
     },
   });
+  plain(
+    'sluice_metric_series_dropped_total',
+    'Per-rule stats keys built from request values that got no series of their own (METRICS_MAX_SERIES_PER_RULE, METRICS_MAX_SERIES or key length reached); their hits are counted in the rule overflow series',
+    () => seriesDropped,
+  );
+  plain(
+    'sluice_metric_render_errors_total',
+    'Metrics left out of a /metrics answer because they failed to render',
+    () => renderErrors,
+  );
   new Counter({
     name: 'sluice_store_evictions_total',
     help: 'Counters dropped by the store: expired (idle reclaim) or lru (MEMORY_MAX_KEYS reached)',
@@ -383,6 +482,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
       this.inc({ reason: 'lru' }, evictions.lru);
     },
   });
+  plain(
+    'sluice_store_keys_not_stored_total',
+    'New counters decided as fresh but not stored: MEMORY_MAX_KEYS reached and every counter examined was limiting someone',
+    () => notStored,
+  );
   new Counter({
     name: 'sluice_store_errors_total',
     help: 'Failed store operations by kind',
@@ -498,6 +602,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
       evicted(reason, count) {
         evictions[reason] += count;
       },
+      notStored(count) {
+        notStored += count;
+      },
       storeError(kind) {
         storeErrors.set(kind, (storeErrors.get(kind) ?? 0) + 1);
       },
@@ -514,18 +621,48 @@ export function createMetrics(options: MetricsOptions): Metrics {
     statsFor(key) {
       let stats = rules.get(key);
       if (stats === undefined) {
-        stats = {
-          key,
-          totalHits: 0,
-          overLimit: 0,
-          nearLimit: 0,
-          withinLimit: 0,
-          shadowMode: 0,
-          overLimitWithLocalCache: 0,
-        };
+        stats = newStats(key, labelsOf(key));
         rules.set(key, stats);
       }
       return stats;
+    },
+    requestStatsFor(key, ruleKey) {
+      const known = rules.get(key);
+      if (known !== undefined) return known;
+      const count = seriesPerRule.get(ruleKey) ?? 0;
+      if (
+        count < maxSeriesPerRule &&
+        requestSeries < maxSeries &&
+        key.length <= MAX_REQUEST_STATS_KEY_LENGTH
+      ) {
+        seriesPerRule.set(ruleKey, count + 1);
+        requestSeries++;
+        const stats = newStats(key, labelsOf(key));
+        rules.set(key, stats);
+        return stats;
+      }
+      seriesDropped++;
+      // Override keys come from requests too: their overflow series are bounded as well, past
+      // which everything shares one.
+      const overflowKey =
+        ruleKey.length <= MAX_REQUEST_STATS_KEY_LENGTH &&
+        (overflows.size < MAX_OVERFLOW_SERIES || overflows.has(ruleKey))
+          ? ruleKey
+          : '';
+      let overflow = overflows.get(overflowKey);
+      if (overflow === undefined) {
+        const at = overflowKey.indexOf('.');
+        overflow = newStats(`${overflowKey}.${OVERFLOW_LABEL}`, {
+          domain: at < 0 ? overflowKey : overflowKey.slice(0, at),
+          key1: at < 0 ? '' : overflowKey.slice(at + 1),
+          key2: OVERFLOW_LABEL,
+        });
+        overflows.set(overflowKey, overflow);
+        // Rendered with the other series; its key cannot collide with a request's (the
+        // request's would need a level named like the marker, and then it is that rule's).
+        rules.set(overflow.key, overflow);
+      }
+      return overflow;
     },
     rules() {
       return rules.values();
@@ -537,8 +674,18 @@ export function createMetrics(options: MetricsOptions): Metrics {
       while (i < latencyBuckets.length && seconds > latencyBuckets[i]!) i++;
       latencyCounts[i]!++;
     },
-    render() {
-      return registry.metrics();
+    async render() {
+      // registry.metrics() fails as a whole when one metric throws (e.g. a RangeError on an
+      // enormous string); render each on its own and serve what renders.
+      const parts: string[] = [];
+      for (const metric of registry.getMetricsAsArray()) {
+        try {
+          parts.push(await registry.getSingleMetricAsString(metric.name));
+        } catch {
+          renderErrors++;
+        }
+      }
+      return `${parts.join('\n\n')}\n`;
     },
     contentType: registry.contentType,
   };

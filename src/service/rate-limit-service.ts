@@ -140,6 +140,16 @@ export function statsKey(
   return sanitizeStatName(rule.fullKey);
 }
 
+/**
+ * The key a RateLimitOverride's stats count under for the cardinality cap: the domain and the
+ * request's entry keys, without their values (which the request chooses).
+ */
+function overrideRuleKey(domain: string, descriptor: RequestDescriptor): string {
+  let key = domain;
+  for (const { key: k } of descriptor.entries) key += `.${k}`;
+  return sanitizeStatName(key);
+}
+
 /** Create the service. */
 export function createRateLimitService(options: RateLimitServiceOptions): RateLimitService {
   const { limiter, config, bounds, logger, metrics, headers } = options;
@@ -149,9 +159,20 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
   // Stats of rules whose key does not depend on the request, found without building a string.
   const byRule = new WeakMap<RateLimitRule, RuleStats>();
 
+  // The sanitised key of a configured rule, which names its overflow series.
+  const ruleKeys = new WeakMap<RateLimitRule, string>();
   const statsOf = (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule) => {
-    const perRequest = rule.fromOverride || rule.detailedMetric || rule.valueToMetric;
-    if (perRequest) return m.statsFor(statsKey(domain, d, rule));
+    if (rule.fromOverride) {
+      return m.requestStatsFor(statsKey(domain, d, rule), overrideRuleKey(domain, d));
+    }
+    if (rule.detailedMetric || rule.valueToMetric) {
+      let ruleKey = ruleKeys.get(rule);
+      if (ruleKey === undefined) {
+        ruleKey = sanitizeStatName(rule.fullKey);
+        ruleKeys.set(rule, ruleKey);
+      }
+      return m.requestStatsFor(statsKey(domain, d, rule), ruleKey);
+    }
     let stats = byRule.get(rule);
     if (stats === undefined) {
       stats = m.statsFor(statsKey(domain, d, rule));

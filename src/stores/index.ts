@@ -40,6 +40,8 @@ export async function createStore(
     // does not grow with the flood. The metric counts every eviction.
     let unlogged = 0;
     let loggedAt = -Infinity;
+    let unstored = 0;
+    let unstoredLoggedAt = -Infinity;
     return createMemoryStore({
       clock,
       maxKeys: settings.memoryMaxKeys,
@@ -55,6 +57,18 @@ export async function createStore(
         );
         unlogged = 0;
         loggedAt = now;
+      },
+      onNotStored: (count) => {
+        metrics?.notStored?.(count);
+        unstored += count;
+        const now = clock();
+        if (now - unstoredLoggedAt < LRU_WARNING_INTERVAL_MS) return;
+        memoryLog.warn(
+          { count: unstored, maxKeys: settings.memoryMaxKeys },
+          'new counters not stored: MEMORY_MAX_KEYS reached and the counters held are limiting clients',
+        );
+        unstored = 0;
+        unstoredLoggedAt = now;
       },
     });
   };

@@ -58,15 +58,79 @@ export interface CallError {
   readonly details: string;
 }
 
+/** How often a cause that keeps failing logs how many calls failed since its last line. */
+export const FAILURE_SUMMARY_INTERVAL_MS = 60_000;
+
+/** What one logger remembers of the failures it logged: per error code, calls not yet logged. */
+interface FailureState {
+  /** Failed calls per code since the last line about that code; a code present is failing. */
+  readonly pending: Map<ErrorCode, number>;
+  /** The summary timer; `undefined` when no code is failing. */
+  timer: NodeJS.Timeout | undefined;
+}
+
+const failureStates = new WeakMap<Logger, FailureState>();
+
+/**
+ * Log a failed call at most once per cause and state change, plus one count per interval
+ * (docs/operations.md, "Logs"): the first failure of a code logs it with its cause; later ones
+ * only add to a count that a timer logs every {@link FAILURE_SUMMARY_INTERVAL_MS} as long as
+ * calls keep failing. An interval without failures of that code ends its failing state (logged),
+ * so the next failure logs in full again. Under a store outage at any call rate this writes a few
+ * lines a minute instead of one line with a stack trace per call.
+ */
+export function logCallFailure(
+  logger: Logger,
+  error: SluiceError,
+  message: string,
+  intervalMs: number = FAILURE_SUMMARY_INTERVAL_MS,
+): void {
+  let state = failureStates.get(logger);
+  if (state === undefined) {
+    state = { pending: new Map(), timer: undefined };
+    failureStates.set(logger, state);
+  }
+  const code = error.code;
+  const pending = state.pending.get(code);
+  if (pending !== undefined) {
+    state.pending.set(code, pending + 1);
+    return;
+  }
+  state.pending.set(code, 0);
+  logger.error(
+    { err: error, code },
+    `${message}; further failures of this kind are counted and logged once per ${intervalMs / 1000} s`,
+  );
+  if (state.timer !== undefined) return;
+  const owned = state;
+  const timer = setInterval(() => {
+    for (const [failing, count] of owned.pending) {
+      if (count > 0) {
+        logger.error({ code: failing, failedCalls: count, intervalMs }, `${message} (repeated)`);
+        owned.pending.set(failing, 0);
+      } else {
+        logger.info({ code: failing }, `${message}: no more failures of this kind`);
+        owned.pending.delete(failing);
+      }
+    }
+    if (owned.pending.size === 0) {
+      clearInterval(timer);
+      owned.timer = undefined;
+    }
+  }, intervalMs);
+  timer.unref();
+  state.timer = timer;
+}
+
 /**
  * Map anything a ShouldRateLimit handler threw to the status it answers. INTERNAL and
- * STORE_UNAVAILABLE failures are logged at error level; request errors are the caller's and are
- * not logged.
+ * STORE_UNAVAILABLE failures are logged at error level through {@link logCallFailure} (bounded
+ * per cause, never one line per call); request errors are the caller's and are not logged.
  */
 export function toCallError(err: unknown, logger: Logger): CallError {
   const error = SluiceError.from(err);
   if (error.code === 'INTERNAL' || error.code === 'STORE_UNAVAILABLE') {
-    logger.error({ err: error }, 'ShouldRateLimit failed');
+    logCallFailure(logger, error, 'ShouldRateLimit failed');
   }
   return { code: GRPC_STATUS_BY_CODE[error.code], details: error.message };
 }

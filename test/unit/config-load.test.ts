@@ -73,15 +73,18 @@ describe('collectConfigFiles', () => {
     expect(isIgnoredName('a.yaml')).toBe(false);
   });
 
-  it('follows symlinked files but not symlinked directories', async () => {
-    await mkdir(join(dir, 'real'));
-    await writeFile(join(dir, 'real', 'a.yaml'), rules('a', 1));
+  it('follows symlinked files inside the directory but not symlinked directories', async () => {
     const root = join(dir, 'root');
     await mkdir(root);
-    await symlink(join(dir, 'real', 'a.yaml'), join(root, 'link.yaml'));
-    await symlink(join(dir, 'real'), join(root, 'linked-dir'));
+    await mkdir(join(root, 'real.d'));
+    await writeFile(join(root, 'real.d', 'a.yaml'), rules('a', 1));
+    await symlink(join(root, 'real.d', 'a.yaml'), join(root, 'link.yaml'));
+    await symlink(join(root, 'real.d'), join(root, 'linked-dir'));
     await symlink(join(dir, 'nowhere.yaml'), join(root, 'dangling.yaml'));
-    expect(await collectConfigFiles([root])).toEqual([join(root, 'link.yaml')]);
+    expect(await collectConfigFiles([root])).toEqual([
+      join(root, 'link.yaml'),
+      join(root, 'real.d', 'a.yaml'),
+    ]);
   });
 
   it('takes a file path as is and removes duplicates', async () => {

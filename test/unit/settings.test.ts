@@ -112,19 +112,29 @@ describe('loadSettings', () => {
     ).toBe(10);
   });
 
-  it('reads only MERGE_DOMAIN_CONFIG and DEFAULT_ALGORITHM for `sluice check`', () => {
+  it('reads only MERGE_DOMAIN_CONFIG, DEFAULT_ALGORITHM and the rule bounds for `sluice check`', () => {
     const unrelated = { BACKEND_TYPE: 'redis', GRPC_PORT: 'x', LOG_LEVEL: 'chatty' };
     expect(loadCheckSettings(unrelated)).toEqual({
       mergeDomainConfigs: false,
       defaultAlgorithm: 'sliding_window',
+      configMaxRulesPerFile: 20_000,
+      configMaxRules: 100_000,
     });
     expect(
       loadCheckSettings({
         ...unrelated,
         MERGE_DOMAIN_CONFIG: 'true',
         DEFAULT_ALGORITHM: 'Fixed_Window',
+        CONFIG_MAX_RULES_PER_FILE: '10',
+        CONFIG_MAX_RULES: '20',
       }),
-    ).toEqual({ mergeDomainConfigs: true, defaultAlgorithm: 'fixed_window' });
+    ).toEqual({
+      mergeDomainConfigs: true,
+      defaultAlgorithm: 'fixed_window',
+      configMaxRulesPerFile: 10,
+      configMaxRules: 20,
+    });
+    expect(() => loadCheckSettings({ CONFIG_MAX_RULES: '0' })).toThrow(/CONFIG_MAX_RULES/);
     expect(() => loadCheckSettings({ DEFAULT_ALGORITHM: 'leaky_bucket' })).toThrow(
       /DEFAULT_ALGORITHM="leaky_bucket": expected one of sliding_window, fixed_window, token_bucket, sliding_log/,
     );

@@ -69,6 +69,12 @@ const EXPIRED_SCAN_LIMIT = 16;
 /** Most counters the clock hand examines for one eviction before it takes the one it is at. */
 const CAP_SCAN_LIMIT = 64;
 
+/**
+ * Most counters the clock hand examines for one eviction in all: past {@link CAP_SCAN_LIMIT} it
+ * only skips limiting counters, and when it finds nothing else the new key is not stored.
+ */
+const LIMITING_SCAN_LIMIT = 256;
+
 /** Options for {@link createMemoryStore}. */
 export interface MemoryStoreOptions {
   /** Time source (epoch ms) used for every decision and for expiry. */
@@ -101,6 +107,12 @@ export interface MemoryStoreOptions {
    * throw; an exception is ignored. `undefined`: evictions are not reported.
    */
   onEvict?: (reason: EvictReason, count: number) => void;
+  /**
+   * Called with how many new counters were decided but not stored because the map was full of
+   * counters that are limiting someone (see {@link createMemoryStore}). At most one call per
+   * `apply()`. Must not throw; an exception is ignored. `undefined`: not reported.
+   */
+  onNotStored?: (count: number) => void;
 }
 
 /**
@@ -118,6 +130,14 @@ export interface MemoryStoreOptions {
  * 3. each result is read from the counter as it is after the batch: `remaining` is
  *    `limit - total` (0 when over), `resetMs` as in `CounterResult`, where "the same hits" of a
  *    repeated key means the cumulative hits of step 1.
+ *
+ * At the cap (`maxKeys`), a new counter takes the place of an expired one, else of one not used
+ * recently (CLOCK), but never of a counter that is limiting someone: one whose last decision left
+ * it without room (over its limit, or exactly at it) stays until it expires, so no flood of new
+ * keys, sent once or many times, resets a client that is being rejected. When the clock hand
+ * finds only limiting counters within {@link LIMITING_SCAN_LIMIT}, the new counter is decided as
+ * a fresh one and not stored (counted through `onNotStored`): its request is answered as a first
+ * request would be, and charges nothing that lasts (docs/operations.md, "Memory store").
  *
  * `size()` counts the entries held, which includes entries that have expired but have not yet
  * been reached by the reclaim cursor. Specs with the same key must have the same algorithm and
@@ -145,12 +165,25 @@ const WIDE = 2;
 const SHAPE = 3;
 /** The bit of `meta` set by every access and cleared by the passing clock hand. */
 const USED = 4;
+/**
+ * The bit of `meta` set when the counter's last decision left it without room (over its limit,
+ * or at it): such a counter is limiting someone, and the cap never evicts it before it expires.
+ */
+const LIMITING = 8;
+/** The bits of `meta` that {@link MemoryStore.save} keeps. */
+const FLAGS = USED | LIMITING;
 
 /** No slot (end of a list, or a counter that does not exist). */
 const NONE = -1;
 
 /** Slots allocated when the first counter arrives; the columns double from there. */
 const INITIAL_CAPACITY = 1024;
+
+/**
+ * Most a counter's `total` reaches (2^53 - 1): a charge that would pass it is cut to fit, so every
+ * total stays an exact integer (docs/semantics.md, "Hits").
+ */
+const MAX_EXACT_TOTAL = Number.MAX_SAFE_INTEGER;
 
 /** Most a `limit` column cell holds (Uint32); larger limits show as this in the debug view. */
 const MAX_LIMIT_CELL = 0xffff_ffff;
@@ -161,6 +194,7 @@ class MemoryStore implements CounterStore {
   private readonly sweepBatch: number;
   private readonly timerSweepBatch: number;
   private readonly onEvict: ((reason: EvictReason, count: number) => void) | undefined;
+  private readonly onNotStored: ((count: number) => void) | undefined;
   /** Counter key to slot. */
   private readonly slots = new Map<string, number>();
   /** State objects of {@link WIDE} slots. */
@@ -183,6 +217,7 @@ class MemoryStore implements CounterStore {
   private timer: NodeJS.Timeout | undefined;
   private evictedExpired = 0;
   private evictedLru = 0;
+  private notStored = 0;
 
   // Per-batch scratch, reused across calls (apply() is synchronous, so never shared).
   /** The state each spec works on: a scratch state loaded from the columns, or a wide state. */
@@ -199,6 +234,8 @@ class MemoryStore implements CounterStore {
   /** Cumulative hits on the key up to and including each spec. */
   private readonly cumHits: number[] = [];
   private readonly over: boolean[] = [];
+  /** Whether any spec on the key of each first spec was left without room. */
+  private readonly limitingOf: boolean[] = [];
   /** Specs of the batch being applied (0 between batches). */
   private batchCount = 0;
   /** A counter was removed while this batch was applied. */
@@ -213,6 +250,7 @@ class MemoryStore implements CounterStore {
       Math.floor(options.timerSweepBatch ?? DEFAULT_TIMER_SWEEP_BATCH),
     );
     this.onEvict = options.onEvict;
+    this.onNotStored = options.onNotStored;
     const intervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     if (intervalMs > 0) {
       this.timer = setInterval(() => this.sweepTick(), intervalMs);
@@ -296,7 +334,7 @@ class MemoryStore implements CounterStore {
     const now = Math.floor(this.clock());
     const count = specs.length;
     const slots = this.slots;
-    const { states, slotOf, firstOf, keyHits, cumHits, over } = this;
+    const { states, slotOf, firstOf, keyHits, cumHits, over, limitingOf } = this;
 
     this.sweep(now, this.sweepBatch + count);
     this.batchCount = count;
@@ -375,11 +413,14 @@ class MemoryStore implements CounterStore {
           // The first spec on this key owns the new slot; later duplicates share its state.
           const slot = this.insert(spec.key, now);
           slotOf[first] = slot;
-          state = this.load(slot, first, spec);
+          state = slot === NONE ? this.fresh(first) : this.load(slot, first, spec);
           states[first] = state;
         }
         states[i] = state;
-        ALGORITHM_STEPS[spec.algorithm].charge(state, now, spec.hits, spec);
+        // Saturate below 2^53, where doubles stop counting exactly: only a shadow counter far
+        // over its limit gets near it (every charge is at most MAX_UINT32 from the limiter).
+        const room = MAX_EXACT_TOTAL - state.total;
+        ALGORITHM_STEPS[spec.algorithm].charge(state, now, Math.min(spec.hits, room), spec);
         const slot = slotOf[first]!;
         if (slot === NONE || !this.owns(slot, spec.key)) continue;
         // The cap's reclaim reads the column: a counter charged here must not look expired
@@ -394,7 +435,7 @@ class MemoryStore implements CounterStore {
       const spec = specs[i]!;
       // A later duplicate may have created the state after this spec looked it up.
       const state = states[i] ?? states[firstOf[i]!] ?? EMPTY;
-      results[i] = ALGORITHM_STEPS[spec.algorithm].result(
+      const result = ALGORITHM_STEPS[spec.algorithm].result(
         state,
         now,
         cumHits[i]!,
@@ -402,13 +443,21 @@ class MemoryStore implements CounterStore {
         over[i]!,
         newResult(),
       );
+      results[i] = result;
+      // Duplicates come after their first spec, which resets the flag.
+      const first = firstOf[i]!;
+      const limiting = result.overLimit || result.remaining === 0;
+      limitingOf[first] = first === i ? limiting : limitingOf[first] === true || limiting;
     }
     // Write every counter back to its columns, and drop references so the scratch never keeps
-    // a deleted counter alive.
+    // a deleted counter alive. A counter any of whose specs was left without room is limiting
+    // someone.
     for (let i = 0; i < count; i++) {
       const slot = slotOf[i]!;
       if (firstOf[i] === i && slot !== NONE && this.owns(slot, specs[i]!.key)) {
         this.save(slot, states[i]!, specs[i]!);
+        const bits = this.meta[slot]! & ~LIMITING;
+        this.meta[slot] = limitingOf[i] === true ? bits | LIMITING : bits;
       }
     }
     for (let i = 0; i < count; i++) states[i] = undefined;
@@ -432,21 +481,10 @@ class MemoryStore implements CounterStore {
   private load(slot: number, at: number, spec: CounterSpec): CounterState {
     const shape = this.meta[slot]! & SHAPE;
     if (shape === WIDE) return this.wide.get(slot)!;
-    let state = this.scratch[at];
-    let ring = this.scratchRings[at];
-    if (state === undefined || ring === undefined) {
-      state = createCounterState();
-      ring = state.ring;
-      this.scratch[at] = state;
-      this.scratchRings[at] = ring;
-    }
-    state.ring = ring;
-    state.head = 0;
+    const state = this.scratchState(at);
+    const ring = state.ring;
     state.total = this.total[slot]!;
     state.emptyAtMs = this.emptyAt[slot]!;
-    state.stampMs = 0;
-    ring[0] = 0;
-    ring[1] = 0;
     state.length = shape === ONE_PAIR ? 1 : 0;
     const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
     if (shape === ONE_PAIR) {
@@ -458,6 +496,33 @@ class MemoryStore implements CounterStore {
     return state;
   }
 
+  /** Scratch state `at`, empty (its own two-number ring, zeroed). */
+  private scratchState(at: number): CounterState {
+    let state = this.scratch[at];
+    let ring = this.scratchRings[at];
+    if (state === undefined || ring === undefined) {
+      state = createCounterState();
+      ring = state.ring;
+      this.scratch[at] = state;
+      this.scratchRings[at] = ring;
+    }
+    state.ring = ring;
+    state.head = 0;
+    state.total = 0;
+    state.emptyAtMs = 0;
+    state.stampMs = 0;
+    state.length = 0;
+    ring[0] = 0;
+    ring[1] = 0;
+    return state;
+  }
+
+  /** The empty state of a counter decided without being stored (counted as not stored). */
+  private fresh(at: number): CounterState {
+    this.notStored++;
+    return this.scratchState(at);
+  }
+
   /**
    * Write `state` (as {@link load} returned it, then changed) back to the columns of `slot`,
    * keeping it {@link WIDE} when the columns cannot hold it.
@@ -467,7 +532,7 @@ class MemoryStore implements CounterStore {
     this.emptyAt[slot] = state.emptyAtMs;
     const meta = this.meta[slot]!;
     if ((meta & SHAPE) === WIDE) return;
-    const used = meta & USED;
+    const used = meta & FLAGS;
     const length = state.length;
     if (length <= 1) {
       const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
@@ -491,9 +556,12 @@ class MemoryStore implements CounterStore {
     this.meta[slot] = WIDE | used;
   }
 
-  /** Add a new, empty counter for `key` as the most recently used, making room first. */
+  /**
+   * Add a new, empty counter for `key`, making room first; NONE (nothing added) when the map is
+   * full of counters that are limiting someone.
+   */
   private insert(key: string, now: number): number {
-    this.makeRoom(now);
+    if (!this.makeRoom(now)) return NONE;
     // Reading a character makes V8 flatten a concatenated key (a rope of ~230 bytes for a
     // typical 40-character key) into one flat string (~60 bytes) before it is kept.
     key.charCodeAt(0);
@@ -568,10 +636,12 @@ class MemoryStore implements CounterStore {
    * {@link EXPIRED_SCAN_LIMIT} at the reclaim cursor, else the clock hand walks on from where it
    * stopped, dropping the first counter that has expired or was not used since it was created or
    * the hand last passed it (clearing the used bit of the others), and after
-   * {@link CAP_SCAN_LIMIT} counters the one it is at. An expired counter counts as `expired`, any
-   * other as `lru`.
+   * {@link CAP_SCAN_LIMIT} counters the first one it reaches that is not limiting. A limiting
+   * counter (see {@link LIMITING}) is never dropped before it expires. An expired counter counts
+   * as `expired`, any other as `lru`. Returns false, dropping nothing live, when the hand found
+   * only limiting counters within {@link LIMITING_SCAN_LIMIT}.
    */
-  private makeRoom(now: number): void {
+  private makeRoom(now: number): boolean {
     const { slots, meta, emptyAt } = this;
     while (slots.size >= this.maxKeys) {
       // An expired counter first, within a bounded look at the reclaim cursor.
@@ -580,11 +650,13 @@ class MemoryStore implements CounterStore {
       if (slots.size < before) continue;
       let restarted = false;
       for (let k = 0; ; k++) {
+        if (k >= LIMITING_SCAN_LIMIT) return false;
         this.hand ??= slots.entries();
         const next = this.hand.next();
         if (next.done === true) {
           this.hand = undefined;
-          if (restarted) return; // Nothing to evict (cannot happen while size >= maxKeys >= 1).
+          // The whole map was passed without finding a counter to drop.
+          if (restarted) return false;
           restarted = true;
           continue;
         }
@@ -595,6 +667,7 @@ class MemoryStore implements CounterStore {
           break;
         }
         const bits = meta[slot]!;
+        if ((bits & LIMITING) !== 0) continue;
         if ((bits & USED) === 0 || k >= CAP_SCAN_LIMIT) {
           this.remove(slot, key);
           this.evictedLru++;
@@ -603,6 +676,7 @@ class MemoryStore implements CounterStore {
         meta[slot] = bits & ~USED;
       }
     }
+    return true;
   }
 
   private sweepTick(): void {
@@ -614,13 +688,15 @@ class MemoryStore implements CounterStore {
     const onEvict = this.onEvict;
     const expired = this.evictedExpired;
     const lru = this.evictedLru;
-    if (expired === 0 && lru === 0) return;
+    const notStored = this.notStored;
+    if (expired === 0 && lru === 0 && notStored === 0) return;
     this.evictedExpired = 0;
     this.evictedLru = 0;
-    if (onEvict === undefined) return;
+    this.notStored = 0;
     try {
-      if (expired > 0) onEvict('expired', expired);
-      if (lru > 0) onEvict('lru', lru);
+      if (expired > 0) onEvict?.('expired', expired);
+      if (lru > 0) onEvict?.('lru', lru);
+      if (notStored > 0) this.onNotStored?.(notStored);
     } catch {
       // A failing metrics sink must not fail a decision that has already been charged.
     }
