@@ -38,6 +38,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY proto ./proto
+# The debug console's page (docs/operations-console.md).
+COPY console ./console
 # The demo rules: the default config, and the bundled copy `serve` falls back to without RUNTIME_*.
 COPY envoy/ratelimit /srv/runtime_data/current/config
 COPY envoy/ratelimit ./envoy/ratelimit
@@ -45,7 +47,7 @@ COPY envoy/ratelimit ./envoy/ratelimit
 # `node`, or the UID a Kubernetes securityContext picks) even when the checkout was made with a
 # strict umask. /bin/ratelimit is the reference image's command: `serve`, so a Deployment written
 # for envoyproxy/ratelimit (Envoy Gateway's runs `/bin/ratelimit`) runs sluice unchanged.
-RUN chmod -R a+rX /srv/runtime_data ./proto ./envoy ./dist ./node_modules \
+RUN chmod -R a+rX /srv/runtime_data ./proto ./envoy ./console ./dist ./node_modules \
  && printf '#!/bin/sh\nexec node /app/dist/main.js serve "$@"\n' > /bin/ratelimit \
  && chmod 755 /bin/ratelimit
 USER node

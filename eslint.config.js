@@ -62,4 +62,22 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
     },
   },
+  {
+    // The debug console's page script: plain browser JavaScript, no type information.
+    files: ['console/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: {
+        document: 'readonly',
+        location: 'readonly',
+        fetch: 'readonly',
+        URLSearchParams: 'readonly',
+        Intl: 'readonly',
+        Node: 'readonly',
+        setTimeout: 'readonly',
+      },
+    },
+  },
 );

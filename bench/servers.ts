@@ -11,6 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONSOLE_POLLING, startConsolePoller } from './console-poller.js';
 import { REPO_ROOT, SLUICE_MAIN } from './dist.js';
 import { RULES_YAML } from './workloads.js';
 
@@ -154,6 +155,7 @@ export async function startSluice(
   options: { name?: string; env?: Record<string, string>; redisPids?: readonly number[] } = {},
 ): Promise<BenchServer> {
   const port = await freePort();
+  const debugPort = await freePort();
   const child = spawn(process.execPath, [SLUICE_MAIN, 'serve', '--config', rulesDir], {
     // A minimal environment, so settings in the caller's shell do not change the measurement.
     env: {
@@ -163,7 +165,7 @@ export async function startSluice(
       GRPC_PORT: String(port),
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
-      DEBUG_PORT: String(await freePort()),
+      DEBUG_PORT: String(debugPort),
       // No statsd sink (on by default), as the reference below runs without one.
       USE_STATSD: 'false',
       ...options.env,
@@ -176,12 +178,16 @@ export async function startSluice(
   // Workers (if any) are forked before the port listens; read the tree once they all run.
   await new Promise((resolve) => setTimeout(resolve, 500));
   const pids = processTree(child.pid!);
+  const stopConsole = CONSOLE_POLLING ? startConsolePoller(debugPort) : () => {};
   return {
     name,
     port,
     pids: [...pids, ...(options.redisPids ?? [])],
     processPids: pids,
-    stop: () => handle.stop(),
+    stop: () => {
+      stopConsole();
+      return handle.stop();
+    },
   };
 }
 

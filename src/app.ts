@@ -3,7 +3,12 @@
  * the app is separate from listening so tests build it, then listen on port 0.
  */
 import { systemClock, type Clock } from './clock.js';
-import { createFileSource, createServingConfig, type RuleSource } from './config/source.js';
+import {
+  createFileSource,
+  createServingConfig,
+  type RuleSource,
+  type RuleSourceListener,
+} from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { createLimiter } from './limiter/limiter.js';
 import type { Registry } from 'prom-client';
@@ -19,6 +24,8 @@ import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
+import { createConfigStatus } from './transport/http/console/config-status.js';
+import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
 import { createPrometheusServer } from './transport/http/prometheus.js';
 import { createRequestBudget } from './transport/limits.js';
@@ -51,6 +58,8 @@ export interface AppOptions {
   readonly workers?: number;
   /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
   readonly logStartup?: boolean;
+  /** Time between two samples of the debug console's charts, ms (default 5000). */
+  readonly consoleSampleIntervalMs?: number;
 }
 
 /** Where the app listens once started. */
@@ -124,6 +133,8 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   for (const notice of settings.notices) logger.warn(notice);
 
+  // What the debug console shows of the loads (docs/operations-console.md).
+  const configStatus = createConfigStatus(clock);
   // The rules: from files (loaded now; an invalid set stops the start) or from an xDS server
   // (its first update is awaited by start(), unless FORCE_START_WITHOUT_INITIAL_CONFIG).
   const serving = createServingConfig({
@@ -145,11 +156,22 @@ export async function createApp(options: AppOptions): Promise<App> {
           watch: options.watch,
           pollIntervalMs: options.watchPollIntervalMs,
         });
+  // Every load also goes to the console's status, next to the swap, count and log.
+  const configListener: RuleSourceListener = {
+    onSnapshot(snapshot) {
+      serving.onSnapshot(snapshot);
+      configStatus.onSnapshot(snapshot);
+    },
+    onError(error) {
+      serving.onError(error);
+      configStatus.onError(error);
+    },
+  };
   let firstUpdate: Promise<void> | undefined;
   if (source.kind === 'file') {
-    await source.start(serving);
+    await source.start(configListener);
   } else {
-    firstUpdate = source.start(serving);
+    firstUpdate = source.start(configListener);
   }
   const current = (): ConfigSnapshot => serving.current();
 
@@ -217,12 +239,28 @@ export async function createApp(options: AppOptions): Promise<App> {
     budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
+  const debugLog = logger.child({ module: 'debug' });
+  const debugConsole = createDebugConsole({
+    snapshot: current,
+    store,
+    metrics,
+    health,
+    configStatus,
+    clock,
+    logger: debugLog,
+    storeInfo: { backend: settings.backendType, failureMode: settings.storeFailureMode },
+    shadowMode: settings.shadowMode,
+    quotaMode: settings.quotaMode,
+    resetEnabled: settings.debugConsoleResetEnabled,
+    sampleIntervalMs: options.consoleSampleIntervalMs,
+  });
   const debugServer = createDebugServer({
     snapshot: current,
     store,
     health,
     metrics,
-    logger: logger.child({ module: 'debug' }),
+    logger: debugLog,
+    console: debugConsole,
   });
   const tls =
     settings.grpcTls === undefined || tlsMaterial === undefined
@@ -351,6 +389,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         }
         source.close();
         tls?.close();
+        debugConsole.close();
         await Promise.all([
           grpcServer.close(settings.shutdownGraceMs),
           httpServer.close(settings.shutdownGraceMs),

@@ -135,6 +135,11 @@ export interface Settings {
   /** Debug listen port (`DEBUG_PORT`, default 6070; 0 picks a free port). */
   readonly debugPort: number;
   /**
+   * `DEBUG_CONSOLE_RESET_ENABLED` (default false): the debug console may reset a counter
+   * (docs/operations-console.md).
+   */
+  readonly debugConsoleResetEnabled: boolean;
+  /**
    * `NEAR_LIMIT_RATIO` (default 0.8): a hit is counted in `near_limit` once the counter passes
    * `floor(requests_per_unit x ratio)` (docs/operations-metrics.md).
    */
@@ -494,6 +499,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     httpPort: r.int('PORT', 8080, 0, 65535, flags.httpPort),
     debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
     debugPort: r.int('DEBUG_PORT', 6070, 0, 65535, flags.debugPort),
+    debugConsoleResetEnabled: r.bool('DEBUG_CONSOLE_RESET_ENABLED', false),
     nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     responseHeadersFormat: headersFormat(r),

@@ -41,7 +41,8 @@ export function findLimit(
   return result;
 }
 
-function lookup(level: ConfigLevel, key: string, value: string): ConfigNode | undefined {
+/** The node one request entry reaches at `level` (exact, then wildcards, then default). */
+export function lookup(level: ConfigLevel, key: string, value: string): ConfigNode | undefined {
   const exact = level.exact.get(key)?.get(value);
   if (exact !== undefined) return exact;
   let found: WildcardNode | undefined;

@@ -80,6 +80,10 @@ class Snapshot implements ConfigSnapshot {
   dump(): string[] {
     return [...this.#dump];
   }
+
+  tree(domain: string): ConfigLevel | undefined {
+    return this.#roots.get(domain);
+  }
 }
 
 /** A read-only view of a Map: no `set`/`delete`/`clear` to reach, even through a cast. */

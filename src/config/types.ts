@@ -5,6 +5,7 @@
 import type { ConfigProblem } from '../errors.js';
 import type { Algorithm } from '../algorithms/types.js';
 import type { JsonObject, RateLimitUnit, RequestDescriptor } from '../model.js';
+import type { ConfigLevel } from './build.js';
 
 export type { Algorithm } from '../algorithms/types.js';
 
@@ -115,4 +116,9 @@ export interface ConfigSnapshot {
   getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined;
   /** One line per configured rule (`/rlconfig`), in the reference's format, sorted. */
   dump(): string[];
+  /**
+   * The matching tree of a loaded domain, read-only, for the debug console's rules view and
+   * "try it"; `undefined` for an unknown domain. Optional: a snapshot without rules has none.
+   */
+  tree?(domain: string): ConfigLevel | undefined;
 }

@@ -114,4 +114,9 @@ export interface CounterStore {
    * without it shows no live counters. May scan every counter; never call it on the hot path.
    */
   top?(n: number): CounterSnapshot[];
+  /**
+   * Optional (for the debug console's reset, off unless `DEBUG_CONSOLE_RESET_ENABLED`): forget the
+   * counter `key`, so its next request starts from empty. Resolves to whether it existed.
+   */
+  reset?(key: string): Promise<boolean>;
 }

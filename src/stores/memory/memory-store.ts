@@ -303,6 +303,13 @@ class MemoryStore implements CounterStore {
     }));
   }
 
+  reset(key: string): Promise<boolean> {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return Promise.resolve(false);
+    this.remove(slot, key);
+    return Promise.resolve(true);
+  }
+
   close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;

@@ -9,6 +9,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { CounterStore } from '../../stores/counter-store.js';
+import { wantsHtml, type DebugConsole } from './console/console.js';
 import { createRouter, send, type HttpServer, type Route } from './server.js';
 
 /** Options for {@link createDebugServer}. */
@@ -23,6 +24,8 @@ export interface DebugServerOptions {
   readonly metrics: Metrics;
   /** Module logger. */
   readonly logger: Logger;
+  /** The operator console (docs/operations-console.md): its page at `/` and its endpoints. */
+  readonly console?: DebugConsole;
 }
 
 /** Default and largest `n` of `/counters?n=`. */
@@ -91,7 +94,13 @@ export function createDebugServer(options: DebugServerOptions): HttpServer {
     send(res, 200, metrics.contentType, await metrics.render());
   });
 
-  routes.set('/', (_req, res) => {
+  for (const endpoint of options.console?.endpoints ?? []) {
+    add(endpoint.path, endpoint.help, endpoint.route);
+  }
+
+  routes.set('/', (req, res) => {
+    // A browser gets the console; curl and scripts keep the list of endpoints.
+    if (options.console !== undefined && wantsHtml(req)) return options.console.page(req, res);
     const paths = [...help.keys()].sort();
     send(res, 200, TEXT, paths.map((path) => `${path}: ${help.get(path)!}\n`).join(''));
   });

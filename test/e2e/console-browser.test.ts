@@ -1,0 +1,205 @@
+/**
+ * The operator console in a real headless Chromium (Debian's, driven by playwright-core) against
+ * a running sluice under gRPC traffic: live numbers move, a rule is found in the tree, "try it"
+ * answers for a limited and an unlimited descriptor, a counter shows up limited in hot keys, and
+ * reset is refused when off and works when on. Screenshots: docs/console-*.png
+ * (`SLUICE_UPDATE_SCREENSHOTS=1` refreshes them).
+ */
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  launchChromium,
+  requireChromium,
+  screenshotDir,
+  type Chromium,
+} from '../helpers/chromium.js';
+import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
+import { waitFor } from '../helpers/processes.js';
+
+const chromium = requireChromium('console browser tests');
+const shots = screenshotDir();
+
+/** Background calls: at most `max` calls or until stopped, one every few ms. */
+function traffic(sluice: ConsoleApp, max = 3000): { stop(): Promise<void> } {
+  let stopped = false;
+  const done = (async () => {
+    for (let i = 0; i < max && !stopped; i++) {
+      // Mostly fresh addresses (OK); every 10th the same one, over its 20/hour after a while.
+      const address = i % 10 === 0 ? '10.9.9.9' : `10.0.${i >> 8}.${i & 255}`;
+      await sluice.call(
+        'shop',
+        { path: '/login', remote_address: address },
+        { api_key: 'partner-1' },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await done;
+    },
+  };
+}
+
+async function textOf(page: Page, selector: string): Promise<string> {
+  return (await page.locator(selector).textContent()) ?? '';
+}
+
+const number = (text: string): number => Number(text.replaceAll(',', ''));
+
+describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
+  let sluice: ConsoleApp;
+  let browser: Chromium;
+  let load: { stop(): Promise<void> };
+  let page: Page;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    sluice = await startConsoleApp({}, undefined, 250);
+    load = traffic(sluice);
+    browser = await launchChromium();
+    page = await browser.context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('console', (message) => {
+      // A refused reset is a 403 the page shows; Chromium also logs it as a failed load.
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+        pageErrors.push(message.text());
+      }
+    });
+    await page.goto(`${sluice.debugUrl}/?refresh=300`);
+  });
+  afterAll(async () => {
+    await load?.stop();
+    await browser?.close();
+    await sluice?.stop();
+  });
+
+  it('shows live numbers that change under traffic', async () => {
+    await page.locator('#calls-ok').filter({ hasText: /\d/ }).waitFor();
+    const first = number(await textOf(page, '#calls-ok'));
+    await waitFor(
+      'the OK count to move on the page',
+      async () => number(await textOf(page, '#calls-ok')) > first,
+      { timeoutMs: 15_000 },
+    );
+    expect(await textOf(page, '#store')).toContain('memory');
+    expect(await textOf(page, '#config')).toContain('version 1: 1 domains, 4 rules');
+    expect(await textOf(page, '#last-load')).toContain('loaded');
+    await waitFor('a non-zero rate', async () => Number(await textOf(page, '#rate-ok')) > 0, {
+      timeoutMs: 15_000,
+    });
+    await waitFor(
+      'a drawn chart line',
+      async () => (await page.locator('#chart-ok polyline').count()) === 1,
+      { timeoutMs: 15_000 },
+    );
+    await page.screenshot({ path: path.join(shots, 'console-now.png') });
+  });
+
+  it('is usable from the keyboard: skip link first, labelled fields', async () => {
+    await page.locator('body').focus();
+    await page.keyboard.press('Tab');
+    expect(await page.locator(':focus').textContent()).toBe('Skip to the panels');
+    await page.keyboard.press('Enter');
+    expect(page.url()).toMatch(/#main$/);
+    // Every field has a label (getByLabel finds each).
+    for (const label of ['Search keys, values and rule names', 'Hits', 'Counter key']) {
+      expect(await page.getByLabel(label, { exact: false }).count()).toBe(1);
+    }
+  });
+
+  it('finds a rule in the tree by searching', async () => {
+    const tree = page.locator('#rule-tree');
+    await tree.getByText('domain shop').waitFor();
+    await page.getByLabel('Search keys, values and rule names').fill('login');
+    const login = tree.locator('li:visible', { hasText: 'remote_address' });
+    await expect.poll(() => login.count()).toBeGreaterThan(0);
+    expect(await login.first().textContent()).toContain('20 / hour');
+    expect(await tree.locator('li:visible', { hasText: /^user/ }).count()).toBe(0);
+    expect(await textOf(page, '#rule-count')).toMatch(/[1-9]\d* matching descriptors/);
+    await page.locator('#rules').screenshot({ path: path.join(shots, 'console-rules.png') });
+    await page.getByLabel('Search keys, values and rule names').fill('');
+  });
+
+  it('shows a counter becoming limited in hot keys', async () => {
+    for (let i = 0; i < 3; i++) expect(await sluice.call('shop', { user: 'dave' })).toBe('OK');
+    expect(await sluice.call('shop', { user: 'dave' })).toBe('OVER_LIMIT');
+    const row = page.locator('#hot-limited tr', { hasText: 'user=dave' });
+    await row.waitFor({ timeout: 15_000 });
+    expect(await row.textContent()).toContain('shop.user');
+    expect(await row.locator('td').nth(4).textContent()).toBe('0');
+    await page.locator('#hot').screenshot({ path: path.join(shots, 'console-hot-keys.png') });
+  });
+
+  it('tries a limited and an unlimited descriptor without charging', async () => {
+    await page.getByLabel('Domain', { exact: true }).fill('shop');
+    await page.getByLabel(/^Descriptors/).fill('user=dave\nhealth=probe');
+    await page.getByLabel('Hits').fill('1');
+    // Submitted from the keyboard.
+    await page.getByLabel('Hits').press('Enter');
+    await page.locator('#try-overall').waitFor();
+    expect(await textOf(page, '#try-overall')).toBe('OVER_LIMIT');
+    const rows = page.locator('#try-result tbody tr');
+    expect(await rows.nth(0).textContent()).toContain('shop.user');
+    expect(await textOf(page, '[data-testid="try-code-0"]')).toBe('OVER_LIMIT');
+    expect(await textOf(page, '[data-testid="try-code-1"]')).toBe('OK');
+    expect(await rows.nth(1).textContent()).toContain('unlimited');
+    expect(await rows.nth(0).textContent()).toContain('user=dave → user (default)');
+    await page.locator('#try').screenshot({ path: path.join(shots, 'console-try.png') });
+
+    await page.getByLabel(/^Descriptors/).fill('user=erin');
+    await page.getByRole('button', { name: 'Try' }).click();
+    await expect.poll(() => textOf(page, '#try-overall')).toBe('OK');
+    // Trying charged nothing: the store holds no counter for erin.
+    const hot = (await (await fetch(`${sluice.debugUrl}/api/hot?n=200`)).json()) as {
+      busiest: { key: string }[];
+    };
+    expect(hot.busiest.some((row) => row.key.includes('erin'))).toBe(false);
+    expect(await sluice.call('shop', { user: 'erin' })).toBe('OK');
+  });
+
+  it('refuses a reset when it is not enabled', async () => {
+    expect(await textOf(page, '#reset-note')).toContain('DEBUG_CONSOLE_RESET_ENABLED=true');
+    await page.locator('#hot-limited tr', { hasText: 'user=dave' }).getByRole('button').click();
+    await expect.poll(() => textOf(page, '#reset-result')).toContain('Refused');
+    expect(await textOf(page, '#reset-result')).toContain('DEBUG_CONSOLE_RESET_ENABLED=true');
+    expect(await sluice.call('shop', { user: 'dave' })).toBe('OVER_LIMIT');
+  });
+
+  it('raised no script error and no Content-Security-Policy violation', () => {
+    expect(pageErrors).toEqual([]);
+  });
+});
+
+describe.skipIf(chromium.skip)('console in Chromium (reset on)', () => {
+  let sluice: ConsoleApp;
+  let browser: Chromium;
+
+  beforeAll(async () => {
+    sluice = await startConsoleApp({ DEBUG_CONSOLE_RESET_ENABLED: 'true' }, undefined, 250);
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await sluice?.stop();
+  });
+
+  it('resets a limited counter from hot keys', async () => {
+    for (let i = 0; i < 3; i++) await sluice.call('shop', { user: 'dave' });
+    expect(await sluice.call('shop', { user: 'dave' })).toBe('OVER_LIMIT');
+    const page = await browser.context.newPage();
+    await page.goto(`${sluice.debugUrl}/?refresh=300`);
+    const row = page.locator('#hot-limited tr', { hasText: 'user=dave' });
+    await row.waitFor({ timeout: 15_000 });
+    expect(await textOf(page, '#reset-note')).toContain('Reset is on');
+    await row.getByRole('button', { name: /Reset counter/ }).click();
+    await expect.poll(() => textOf(page, '#reset-result')).toMatch(/^Reset .*dave/);
+    await row.waitFor({ state: 'detached', timeout: 15_000 });
+    await page.locator('#reset').screenshot({ path: path.join(shots, 'console-reset.png') });
+    expect(await sluice.call('shop', { user: 'dave' })).toBe('OK');
+    const line = sluice.logLines.find((l) => l['msg'] === 'console: counters reset');
+    expect(line?.['remote']).toMatch(/^127\.0\.0\.1:\d+$/);
+  });
+});
