@@ -53,6 +53,7 @@ const CHECKOUT = [
   'tsconfig.build.json',
   'proto',
   'src',
+  'console',
   'envoy',
 ];
 
