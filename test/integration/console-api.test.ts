@@ -74,13 +74,17 @@ describe('debug console endpoints', () => {
     expect(now.resetEnabled).toBe(false);
     expect(now.uptimeMs).toBeGreaterThanOrEqual(0);
     expect(now.series.intervalMs).toBe(50);
+    // The sampler may have taken points before beforeAll's calls; wait for one taken after them.
+    const callsDone = Date.now();
+    let point: any;
     await waitFor(
-      'a sample of the series',
-      async () => (await getJson(`${sluice.debugUrl}/api/now`)).series.points.length > 0,
+      'a sample of the series taken after the calls',
+      async () => {
+        point = (await getJson(`${sluice.debugUrl}/api/now`)).series.points.at(-1);
+        return point !== undefined && point.t > callsDone;
+      },
       { timeoutMs: 5000 },
     );
-    const later = await getJson(`${sluice.debugUrl}/api/now`);
-    const point = later.series.points.at(-1);
     expect(point).toMatchObject({ keys: 1, storeHealthy: true });
     expect(typeof point.okPerSecond).toBe('number');
   });
