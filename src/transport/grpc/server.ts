@@ -32,9 +32,6 @@ import { loadRlsPackage, rlsServiceDefinition } from './proto.js';
 import { RLS_SERVICE_NAME, type ServiceServer } from '../rpc.js';
 import { reflectionPackageDefinition } from './reflection.js';
 
-/** gRPC status for each error code (defined once in transport/status.ts for both servers). */
-export { GRPC_STATUS_BY_CODE };
-
 /** Options for {@link createGrpcServer}. */
 export interface GrpcServerOptions {
   /** The service to expose. */
