@@ -193,7 +193,7 @@ class ClientState {
   }
 }
 
-/** Reject with STORE_UNAVAILABLE when `promise` has not settled after `ms`. */
+/** Reject with a SluiceError STORE_TIMEOUT when `promise` has not settled after `ms`. */
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(
