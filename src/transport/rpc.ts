@@ -9,7 +9,7 @@
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
 
 /** Fully-qualified name of the standard gRPC health service. */
-export const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
+const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
 
 /**
  * The HTTP/2 `:path` of each method the port serves besides server reflection (whose paths come
