@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
-import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
+import { ALGORITHMS, type Algorithm } from './algorithms/index.js';
 import { redactUrl } from './logging/redact.js';
 import { parseAddress } from './stores/redis/address.js';
 import {

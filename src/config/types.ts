@@ -3,11 +3,11 @@
  * `config/` from the reference's YAML format; never mutated after it is built.
  */
 import type { ConfigProblem } from '../errors.js';
-import type { Algorithm } from '../algorithms/types.js';
+import type { Algorithm } from '../algorithms/index.js';
 import type { JsonObject, RateLimitUnit, RequestDescriptor } from '../model.js';
 import type { ConfigLevel } from './build.js';
 
-export type { Algorithm } from '../algorithms/types.js';
+export type { Algorithm } from '../algorithms/index.js';
 
 /**
  * One limit of a rule: a `rate_limit` block, or one item of a `rate_limits` list. A rule with

@@ -2,7 +2,7 @@
  * The counter store: where hits are counted. The limiter turns one request into one call of
  * `apply()`; the store makes the all-or-nothing decision atomically (docs/semantics.md §3).
  */
-import type { Algorithm, AlgorithmResult } from '../algorithms/types.js';
+import type { Algorithm, AlgorithmResult } from '../algorithms/index.js';
 
 /**
  * How a counter takes part in admission (docs/semantics.md §3):
