@@ -16,7 +16,7 @@
  * - then 6 values per spec, in KEYS order: algorithm ({@link ALGORITHM_CODES}), limit, window ms,
  *   burst, hits, mode (`e` enforced, `s` shadow, `q` quota; `q` followed by a number is a quota
  *   counter of that quota group: the batch is rejected when every group has a counter without
- *   room, `quotaRejects` in counter-store.ts).
+ *   room, `quotaRejects` in stores/batch.ts).
  *
  * Reply: a flat array of integers: `admitted` (1 or 0), then per spec `overLimit` (1 or 0),
  * `remaining`, `resetMs`.
