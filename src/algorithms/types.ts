@@ -143,7 +143,10 @@ export interface LimitBounds {
  * part may use). Each part is Lua source, indented as it sits in the script; the script runs a
  * part only for the specs of its algorithm, so a part never tests the algorithm code itself.
  * Constants (sub-bucket counts, chunk sizes) are interpolated from the module's own TypeScript
- * constants, never written twice by hand.
+ * constants, never written twice by hand. Every part shares one Lua chunk: chunk-level names an
+ * algorithm declares (`constants`, `setup`) must differ from every other algorithm's (`sw_older`,
+ * `fwtot`, `CHUNK`; a tag prefix is the safe choice), and a `finish` part must touch only its own
+ * algorithm's states.
  */
 export interface LuaFragments {
   /** Chunk-level locals and helper functions this algorithm's parts use (run once per call). */
