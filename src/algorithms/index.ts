@@ -59,7 +59,7 @@ export const ALGORITHMS: readonly Algorithm[] = Object.freeze(
   ALGORITHM_DESCRIPTORS.map((algorithm) => algorithm.name),
 );
 
-/** `from` turned into a record by algorithm name. */
+/** One value per algorithm, `pick`ed from its descriptor, by algorithm name. */
 function byName<T>(pick: (algorithm: AlgorithmDescriptor<Algorithm>) => T): Record<Algorithm, T> {
   return Object.fromEntries(
     ALGORITHM_DESCRIPTORS.map((algorithm) => [algorithm.name, pick(algorithm)]),

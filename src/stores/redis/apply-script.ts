@@ -1,9 +1,9 @@
 /**
  * The Lua script that checks and charges one batch of counters atomically on one Redis node
  * (docs/semantics.md §3, §4). Each algorithm's steps (load, refresh, room, charge, result) are
- * ported one by one from its module in src/algorithms/, so the Redis store answers exactly as the
- * memory store does. Its constants (sub-bucket count, algorithm codes) are
- * written into the source from those modules, never by hand.
+ * ported one by one from its module in src/algorithms/, which also holds that Lua (its
+ * descriptor's `lua`), so the Redis store answers exactly as the memory store does. Its constants
+ * (algorithm codes, sub-bucket count) come from those modules, never written here by hand.
  *
  * KEYS: one Redis key per spec, in spec order (a key may repeat: specs sharing a key are checked
  * cumulatively, in order). All keys of one call must hash to one slot on a cluster.
