@@ -31,7 +31,7 @@ import type {
  * Most `requests_per_unit` a `sliding_log` rule may have: the log keeps one timestamp per admitted
  * hit, so one key holds up to this many numbers (8 bytes each in memory).
  */
-export const SLIDING_LOG_MAX_LIMIT = 10_000;
+const SLIDING_LOG_MAX_LIMIT = 10_000;
 
 /** The Redis script reads a log in chunks of this many numbers. */
 const LUA_CHUNK = 128;
