@@ -6,9 +6,8 @@
  * built with the snapshot, allocating nothing.
  */
 import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
-import { UNIT_MS, type RequestDescriptor } from '../model.js';
-import type { Algorithm, LimitMatch, RateLimitRule } from './types.js';
-import type { ConfigLevel, ConfigNode, WildcardNode } from './build.js';
+import { UNIT_MS, type RateLimitRule, type RequestDescriptor } from '../model.js';
+import type { Algorithm, ConfigLevel, ConfigNode, LimitMatch, WildcardNode } from './types.js';
 import { matchGlob } from './glob.js';
 
 /**

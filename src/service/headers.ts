@@ -8,12 +8,12 @@
  * - an RFC 9457 `application/problem+json` body for rejections.
  */
 import { ALGORITHM_BY_NAME } from '../algorithms/index.js';
-import type { RuleLimit } from '../config/types.js';
 import {
   MAX_UINT32,
   type DescriptorStatus,
   type HeaderValue,
   type RateLimitResponse,
+  type RuleLimit,
 } from '../model.js';
 
 /** How headers are written; `undefined` in the service options means no headers. */
