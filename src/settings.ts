@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
-import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
+import { ALGORITHMS, type Algorithm } from './algorithms/index.js';
 import type { LogLevel } from './logging/logger.js';
 import { redactUrl } from './logging/redact.js';
 import { goDurationMs, Reader } from './settings-reader.js';
