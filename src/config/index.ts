@@ -2,7 +2,7 @@
  * The rate limit configuration: the reference's YAML files -> validated, immutable
  * ConfigSnapshot; rule matching (`getLimit`); loading from disk, `sluice check`, hot reload.
  */
-export type { Algorithm, ConfigSnapshot, DomainInfo, LimitMatch, RateLimitRule } from './types.js';
+export type { Algorithm, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
 export type { ConfigFileInput, ConfigOptions } from './validate.js';
 export { buildSnapshot } from './snapshot.js';
 export {

@@ -1,10 +1,11 @@
 /**
  * The immutable ConfigSnapshot: files -> parse -> validate -> build, in one call.
  */
+import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import type { RequestDescriptor } from '../model.js';
 import { ConfigError, type ConfigProblem } from '../errors.js';
-import type { Algorithm, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
-import { buildDomains, type BuiltDomain, type ConfigLevel } from './build.js';
+import type { Algorithm, ConfigLevel, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
+import { buildDomains, type BuiltDomain } from './build.js';
 import { findLimit, overrideLimit } from './match.js';
 import {
   validateFiles,
@@ -29,7 +30,7 @@ export function buildSnapshot(
     sorted.map((file) => file.name),
     buildDomains(valid, options.defaultAlgorithm),
     warnings,
-    options.defaultAlgorithm ?? 'sliding_window',
+    options.defaultAlgorithm ?? DEFAULT_ALGORITHM,
   );
 }
 

@@ -3,7 +3,7 @@
  * and let the limiter decide. Transports (gRPC now, HTTP /json later) call this.
  */
 import type { Clock } from '../clock.js';
-import type { ConfigSnapshot, RateLimitRule } from '../config/types.js';
+import type { ConfigSnapshot } from '../config/types.js';
 import { SluiceError } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { Logger } from '../logging/logger.js';
@@ -12,6 +12,7 @@ import type {
   DescriptorStatus,
   RateLimitRequest,
   RateLimitResponse,
+  RateLimitRule,
   RequestDescriptor,
 } from '../model.js';
 import type { TraceHeaders, Tracing } from '../tracing/tracing.js';
