@@ -7,7 +7,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import type { RedisConnectionSettings } from '../../src/settings.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
@@ -17,6 +16,7 @@ import {
   startRedisCluster,
   startRedisSentinel,
 } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis cluster and sentinel clients', true);
 const group = useProcessGroup();
@@ -48,17 +48,7 @@ function client(more: Partial<RedisConnectionSettings>): RedisClient {
   return made;
 }
 
-function spec(key: string, hits: number, limit: number): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window' });
 
 describe.skipIf(requirement.skip)('cluster and sentinel clients', () => {
   it('a cluster from a node list: one store call per slot, every counter counted', async () => {

@@ -15,12 +15,12 @@ import { SluiceError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/logging/logger.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import { loadSettings, type RedisConnectionSettings } from '../../src/settings.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createStore } from '../../src/stores/index.js';
 import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
 import type { RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis clients');
 const group = useProcessGroup();
@@ -81,17 +81,7 @@ function client(more: Partial<RedisConnectionSettings>): RedisClient {
   return made;
 }
 
-function spec(key: string, hits: number, limit: number): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window' });
 
 describe.skipIf(requirement.skip)('createRedisClient', () => {
   it('single node over TCP, host:port', async () => {

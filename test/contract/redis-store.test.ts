@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { SluiceError } from '../../src/errors.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -22,6 +22,7 @@ import {
   startRedis,
   type RedisServer,
 } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
@@ -45,23 +46,7 @@ afterAll(async () => {
   await group.stopAll();
 });
 
-function spec(
-  key: string,
-  hits: number,
-  limit: number,
-  more: Partial<CounterSpec> = {},
-): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: MINUTE,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window', windowMs: MINUTE });
 
 /** What the store reports to its metrics sink, in order. */
 function recordingMetrics(): StoreMetricsSink & { events: string[] } {
