@@ -317,15 +317,14 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
     const store = createRedisStore({ client, keyPrefix: 'x:', timeoutMs: 500, metrics });
     try {
       expect(store.healthy()).toBe(false);
-      const started = Date.now();
       const error = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      expect(Date.now() - started).toBeLessThan(400);
       expect(error).toBeInstanceOf(SluiceError);
       expect(error).toMatchObject({
         code: 'STORE_UNAVAILABLE',
         message: 'redis is not connected',
       });
-      expect(metrics.events).toContain('error:unavailable');
+      // At once: refused before any command was sent, so no timeout was counted.
+      expect(metrics.events).toEqual(['error:unavailable']);
     } finally {
       await store.close();
     }
@@ -343,24 +342,19 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
       expect((await store.apply([spec('a', 1, 5)])).admitted).toBe(true);
 
       paused.proc.child.kill('SIGSTOP');
-      const started = Date.now();
       const timedOut = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      const took = Date.now() - started;
-      expect(took).toBeGreaterThanOrEqual(250);
-      expect(took).toBeLessThan(3_000);
       expect(timedOut).toMatchObject({ code: 'STORE_UNAVAILABLE' });
       expect((timedOut as Error).message).toMatch(/^redis: .*(within 300ms|timed out)/i);
       expect(metrics.events).toEqual(['error:timeout', 'error:stalled']);
       expect(store.healthy()).toBe(false);
 
-      const fast = Date.now();
       const failedFast = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      expect(Date.now() - fast).toBeLessThan(200);
       expect(failedFast).toMatchObject({
         code: 'STORE_UNAVAILABLE',
         message: 'redis is not answering (waiting for a probe)',
       });
-      expect(metrics.events.at(-1)).toBe('error:unavailable');
+      // Fast: refused without waiting for the server, so no second timeout was counted.
+      expect(metrics.events).toEqual(['error:timeout', 'error:stalled', 'error:unavailable']);
 
       paused.proc.child.kill('SIGCONT');
       await waitFor('probe answered', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 20 });
