@@ -22,6 +22,7 @@ import {
 import { createEnvoyRlsClient, loadEnvoyRls, rlsRequest } from '../helpers/envoy-rls-client.js';
 import { connectHttp2, grpcFrame, parseGrpcFrames } from '../helpers/grpc-wire.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
+import { waitFor } from '../helpers/processes.js';
 
 const KINDS: readonly GrpcServerKind[] = ['lean', 'grpc-js'];
 const RLS = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -331,12 +332,13 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
     await start();
     const session = await connectHttp2(`http://127.0.0.1:${port}`, 5_000);
     try {
-      const started = performance.now();
       const res = await exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))), {
         'grpc-timeout': '100m',
       });
       expect(res.status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
-      expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+      // The deadline answered a call the service had taken and still held, not an early refusal
+      // (the units of grpc-timeout are checked in test/unit/h2-codec.test.ts).
+      expect(service.held).toBe(1);
     } finally {
       session.destroy();
     }
@@ -377,10 +379,10 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
         session.on('goaway', (code: number) => resolve(code)),
       );
       const inFlight = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))));
-      const deadline = Date.now() + 5_000;
-      while (service.held === 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 5));
-      }
+      await waitFor('the service to hold the call', () => service.held === 1, {
+        timeoutMs: 5_000,
+        intervalMs: 5,
+      });
       expect(service.held).toBe(1);
       const closing = server!.close(5_000);
       server = undefined;
@@ -400,14 +402,14 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
     const session = await connectHttp2(`http://127.0.0.1:${port}`, 5_000);
     try {
       const inFlight = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))));
-      const deadline = Date.now() + 5_000;
-      while (service.held === 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 5));
-      }
-      const started = performance.now();
+      await waitFor('the service to hold the call', () => service.held === 1, {
+        timeoutMs: 5_000,
+        intervalMs: 5,
+      });
       await server!.close(200);
       server = undefined;
-      expect(performance.now() - started).toBeLessThan(3_000);
+      // The grace period ended the close, not the call: the service still holds it unanswered.
+      expect(service.held).toBe(1);
       const res = await inFlight;
       expect(res.status).not.toBe('0');
     } finally {
