@@ -361,7 +361,9 @@ describe.skipIf(requirement.skip)(
       expect(during.length, 'calls sent while the replica stopped').toBeGreaterThan(0);
       expect([...during, ...after].filter((s) => s !== 429)).toEqual([]);
       expect(await envoyStat('cluster.upstream.ratelimit.error')).toBe(errorsBefore);
-      expect(await envoyStat('cluster.upstream.ratelimit.failure_mode_allowed')).toBe(allowedBefore);
+      expect(await envoyStat('cluster.upstream.ratelimit.failure_mode_allowed')).toBe(
+        allowedBefore,
+      );
 
       await compose(files, ['down', '--timeout', '5']);
       expect(await health()).toEqual({});

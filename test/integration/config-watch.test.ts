@@ -6,12 +6,9 @@ import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises
 import { watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  loadSnapshot,
-  watchConfig,
-  type ConfigSnapshot,
-  type ConfigWatcher,
-} from '../../src/config/index.js';
+import { loadSnapshot } from '../../src/config/load.js';
+import type { ConfigSnapshot } from '../../src/config/types.js';
+import { type ConfigWatcher, watchConfig } from '../../src/config/watch.js';
 import { ConfigError } from '../../src/errors.js';
 import type { RequestDescriptor } from '../../src/model.js';
 
