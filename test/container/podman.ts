@@ -16,7 +16,7 @@ import { requireBinaries, type Requirement } from '../helpers/require-binaries.j
 const execFileAsync = promisify(execFile);
 
 /** The test-only containers.conf (ulimits this sandbox allows). */
-export const CONTAINERS_CONF =
+const CONTAINERS_CONF =
   process.env['CONTAINERS_CONF'] ?? path.join(REPO_ROOT, 'test/container/containers.conf');
 
 /** The environment every podman / compose command of the tier runs with. */

