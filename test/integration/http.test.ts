@@ -277,8 +277,14 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
   });
 
   it('/rlconfig changes after a reload', async () => {
-    await fs.writeFile(
-      path.join(s.dir, 'edge.yaml'),
+    // Each new file is written whole, then renamed in (as a ConfigMap update does): a plain
+    // writeFile truncates first, and a watcher that fires in between reloads a half-written file.
+    const replace = async (content: string): Promise<void> => {
+      const tmp = path.join(s.dir, '.edge.yaml.tmp');
+      await fs.writeFile(tmp, content);
+      await fs.rename(tmp, path.join(s.dir, 'edge.yaml'));
+    };
+    await replace(
       'domain: edge\ndescriptors:\n  - key: only\n    rate_limit: {unit: second, requests_per_unit: 4}\n',
     );
     const expected =
@@ -294,8 +300,7 @@ describe('HTTP /healthcheck, /json, /metrics and the debug server', () => {
     });
 
     // A reload that fails validation is counted and keeps the rules serving.
-    await fs.writeFile(
-      path.join(s.dir, 'edge.yaml'),
+    await replace(
       'domain: edge\ndescriptors:\n  - key: x\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n',
     );
     await waitFor(
