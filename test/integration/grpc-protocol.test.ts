@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { createRequire } from 'node:module';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/logging/logger.js';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/model.js';
 import type { RateLimitService } from '../../src/service/rate-limit-service.js';
@@ -331,15 +331,34 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
   it('answers DEADLINE_EXCEEDED when the answer is not ready within grpc-timeout', async () => {
     await start();
     const session = await connectHttp2(`http://127.0.0.1:${port}`, 5_000);
+    // The server's deadline timer runs on a fake clock; the sockets stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
-      const res = await exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))), {
+      let answered = false;
+      const pending = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))), {
         'grpc-timeout': '100m',
-      });
+      }).finally(() => (answered = true));
+      for (let i = 0; i < 10_000 && service.held === 0; i++) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(service.held).toBe(1);
+      /** A PING round trip: whatever the server wrote before its ACK has reached us. */
+      const flushed = async (): Promise<void> => {
+        await new Promise<void>((resolve, reject) =>
+          session.ping((error) => (error ? reject(error) : resolve())),
+        );
+        await new Promise((resolve) => setImmediate(resolve));
+      };
+      await vi.advanceTimersByTimeAsync(99);
+      await flushed();
+      expect(answered).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      const res = await pending;
       expect(res.status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
-      // The deadline answered a call the service had taken and still held, not an early refusal
-      // (the units of grpc-timeout are checked in test/unit/h2-codec.test.ts).
+      // The deadline answered a call the service had taken and still held.
       expect(service.held).toBe(1);
     } finally {
+      vi.useRealTimers();
       session.destroy();
     }
   });
