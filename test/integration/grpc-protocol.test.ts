@@ -298,6 +298,14 @@ function heldService(): RateLimitService & { release(): void; held: number } {
   };
 }
 
+/** A PING round trip: whatever the server wrote before its ACK has reached the client. */
+async function flushed(session: http2.ClientHttp2Session): Promise<void> {
+  await new Promise<void>((resolve, reject) =>
+    session.ping((error) => (error ? reject(error) : resolve())),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
 const healthPkg = grpc.loadPackageDefinition(
   protoLoader.loadSync(
     createRequire(import.meta.url).resolve('grpc-health-check/proto/health/v1/health.proto'),
@@ -342,15 +350,8 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
         await new Promise((resolve) => setImmediate(resolve));
       }
       expect(service.held).toBe(1);
-      /** A PING round trip: whatever the server wrote before its ACK has reached us. */
-      const flushed = async (): Promise<void> => {
-        await new Promise<void>((resolve, reject) =>
-          session.ping((error) => (error ? reject(error) : resolve())),
-        );
-        await new Promise((resolve) => setImmediate(resolve));
-      };
       await vi.advanceTimersByTimeAsync(99);
-      await flushed();
+      await flushed(session);
       expect(answered).toBe(false);
       await vi.advanceTimersByTimeAsync(1);
       const res = await pending;
@@ -425,13 +426,25 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
         timeoutMs: 5_000,
         intervalMs: 5,
       });
-      await server!.close(200);
+      // The grace timer runs on a fake clock; the sockets stay real.
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      let closed = false;
+      let answered = false;
+      const closing = server!.close(200).then(() => (closed = true));
       server = undefined;
+      void inFlight.finally(() => (answered = true));
+      await vi.advanceTimersByTimeAsync(199);
+      await flushed(session);
+      expect([closed, answered]).toEqual([false, false]);
+      await vi.advanceTimersByTimeAsync(1);
+      vi.useRealTimers();
+      await closing;
       // The grace period ended the close, not the call: the service still holds it unanswered.
       expect(service.held).toBe(1);
       const res = await inFlight;
       expect(res.status).not.toBe('0');
     } finally {
+      vi.useRealTimers();
       session.destroy();
     }
   });
