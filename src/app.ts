@@ -18,7 +18,7 @@ import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { createLatencyReservoir, createStatsdSink, type StatsdSink } from './metrics/statsd.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
 import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
-import type { Settings } from './settings.js';
+import { storeOptions, type Settings } from './settings.js';
 import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
@@ -177,7 +177,7 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   let store: CounterStore;
   try {
-    store = await createStore(settings, { clock, logger, metrics: metrics.store });
+    store = await createStore(storeOptions(settings), { clock, logger, metrics: metrics.store });
   } catch (err) {
     source.close();
     throw err;

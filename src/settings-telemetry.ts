@@ -4,7 +4,8 @@
  * (docs/operations-metrics.md, docs/operations-tracing.md).
  */
 import { compileGoPattern, type Mogrifier, type Tag } from './metrics/statsd-format.js';
-import type { Reader } from './settings.js';
+import type { Reader } from './settings-reader.js';
+import type { TracingSettings } from './tracing/tracing.js';
 
 /** Where stats are pushed or served besides the HTTP port's `/metrics`. */
 export type StatsSink = 'statsd' | 'dogstatsd' | 'prometheus' | 'none';
@@ -39,23 +40,6 @@ export interface StatsSettings {
   readonly prometheusMapperYaml: string | undefined;
   /** `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: the latency histogram in ms, not seconds. */
   readonly responseTimeAsMilliseconds: boolean;
-}
-
-/** OpenTelemetry tracing (`TRACING_ENABLED=true`); the exporter reads `OTEL_EXPORTER_OTLP_*`. */
-export interface TracingSettings {
-  /** `TRACING_EXPORTER_PROTOCOL`: `http` (default, OTLP/HTTP protobuf) or `grpc`. */
-  readonly protocol: 'http' | 'grpc';
-  /** `TRACING_SERVICE_NAME` (default `RateLimit`). */
-  readonly serviceName: string;
-  /** `TRACING_SERVICE_NAMESPACE` (default empty). */
-  readonly serviceNamespace: string;
-  /** `TRACING_SERVICE_INSTANCE_ID`; `undefined`: a random UUID per process, as the reference. */
-  readonly serviceInstanceId: string | undefined;
-  /**
-   * `TRACING_SAMPLING_RATE` (default 1): the share of traces started here that are sampled
-   * (1 or more: all; 0 or less: none); a caller's sampled flag always wins (parent based).
-   */
-  readonly samplingRate: number;
 }
 
 /** The reference's one-sink rule, with what to change. */

@@ -7,23 +7,23 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
 import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
+import type { LogLevel } from './logging/logger.js';
 import { redactUrl } from './logging/redact.js';
+import { goDurationMs, Reader } from './settings-reader.js';
+import { statsSettings, tracingSettings, type StatsSettings } from './settings-telemetry.js';
+import type { RedisStoreOptions, StoreOptions } from './stores/index.js';
+import type { StoreFailureMode } from './stores/failure-policy.js';
 import { parseAddress } from './stores/redis/address.js';
-import {
-  statsSettings,
-  tracingSettings,
-  type StatsSettings,
-  type TracingSettings,
-} from './settings-telemetry.js';
+import type { RedisConnectionOptions } from './stores/redis/connect.js';
+import type { TracingSettings } from './tracing/tracing.js';
 import {
   DEFAULT_GRPC_LIMITS,
   DEFAULT_REQUEST_BUFFER_BYTES,
+  type GrpcConnectionSettings,
   type GrpcLimits,
 } from './transport/limits.js';
+import type { GrpcTlsSettings } from './transport/tls.js';
 import type { XdsOptions } from './transport/xds/options.js';
-
-/** Log levels accepted in `LOG_LEVEL` (the reference's logrus names, case-insensitive). */
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 
 /** Where the rate limit rules come from, and why. */
 export interface ConfigSource {
@@ -80,7 +80,7 @@ export interface Settings {
   /** `BACKEND_TYPE` was unset and `redis` was chosen because `REDIS_URL` is set. */
   readonly backendTypeInferred: boolean;
   /** The Redis store's settings; `undefined` unless `backendType` is `redis`. */
-  readonly redis: RedisSettings | undefined;
+  readonly redis: RedisStoreOptions | undefined;
   /**
    * `STORE_FAILURE_MODE` (sluice-only): what a call answers when the Redis store fails: `error`
    * (default: gRPC UNAVAILABLE), `allow` (OK) or `memory` (decide in memory until Redis is back).
@@ -197,96 +197,17 @@ export interface Settings {
 }
 
 /**
- * Connection limits of the gRPC port, in ms, 0 = never. `GRPC_MAX_CONNECTION_AGE` and
- * `GRPC_MAX_CONNECTION_AGE_GRACE` are the reference's (same defaults); the keepalive and idle
- * ones are sluice's, named after grpc-go's server keepalive parameters.
+ * The counter store's part of `settings`, for `createStore` (stores/ declares what it reads and
+ * never sees the rest).
  */
-export interface GrpcConnectionSettings {
-  /** `GRPC_MAX_CONNECTION_AGE` (default `24h`): GOAWAY a connection this long after it opened. */
-  readonly maxConnectionAgeMs: number;
-  /** `GRPC_MAX_CONNECTION_AGE_GRACE` (default `1h`): then cancel its calls after this. */
-  readonly maxConnectionAgeGraceMs: number;
-  /** `GRPC_KEEPALIVE_TIME` (default `2h`): PING a connection silent this long. */
-  readonly keepaliveTimeMs: number;
-  /** `GRPC_KEEPALIVE_TIMEOUT` (default `20s`): close it when the PING is not answered in this. */
-  readonly keepaliveTimeoutMs: number;
-  /** `GRPC_MAX_CONNECTION_IDLE` (default `0`, never): GOAWAY a connection idle this long. */
-  readonly maxConnectionIdleMs: number;
-}
-
-/** TLS on the gRPC port, with the reference's variable names (docs/operations-tls.md). */
-export interface GrpcTlsSettings {
-  /** `GRPC_SERVER_TLS_CERT`: PEM file with the server certificate chain (leaf first). */
-  readonly certFile: string;
-  /** `GRPC_SERVER_TLS_KEY`: PEM file with the server's private key. */
-  readonly keyFile: string;
-  /**
-   * `GRPC_CLIENT_TLS_CACERT`: PEM file of the CA(s) client certificates must chain to. Set, it
-   * turns on mTLS: every client must present a certificate it verifies. `undefined`: no client
-   * certificate is asked for.
-   */
-  readonly clientCaFile: string | undefined;
-  /**
-   * `GRPC_CLIENT_TLS_SAN`: a DNS name (or IP address) the client certificate must carry as a
-   * subject alternative name; `undefined`: any certificate the CA verifies is accepted.
-   */
-  readonly clientSan: string | undefined;
-}
-
-/** What a call answers when the Redis store fails (`STORE_FAILURE_MODE`). */
-export type StoreFailureMode = 'error' | 'allow' | 'memory';
-
-/** One Redis connection (`REDIS_*`, or `REDIS_PERSECOND_*` for the per-second one). */
-export interface RedisConnectionSettings {
-  /**
-   * `REDIS_URL`: `host:port` or a `redis://`/`rediss://` URL (single), a socket path
-   * (`REDIS_SOCKET_TYPE=unix`), `master-name,sentinel:port,...` (sentinel) or
-   * `node:port,node:port,...` (cluster).
-   */
-  readonly url: string;
-  /** `REDIS_SOCKET_TYPE`: `tcp` or `unix` (unset: `unix` when the URL starts with `/`). */
-  readonly socketType: 'tcp' | 'unix';
-  /** `REDIS_TYPE`: `single` (default), `sentinel` or `cluster`, case-insensitive. */
-  readonly type: 'single' | 'sentinel' | 'cluster';
-  /** `REDIS_AUTH`: `password` or `user:password`; '' for none. */
-  readonly auth: string;
-  /** `REDIS_SENTINEL_AUTH`: the sentinels' own `password` or `user:password`; '' for none. */
-  readonly sentinelAuth: string;
-  /** `REDIS_TLS`: connect with TLS. */
-  readonly tls: boolean;
-  /** `REDIS_TLS_CACERT`: CA bundle file; '' for the system's. */
-  readonly tlsCaCert: string;
-  /** `REDIS_TLS_CLIENT_CERT`: client certificate file; '' for none. */
-  readonly tlsClientCert: string;
-  /** `REDIS_TLS_CLIENT_KEY`: client key file; '' for none. */
-  readonly tlsClientKey: string;
-  /** `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`: accept a certificate for another host name. */
-  readonly tlsSkipHostnameVerification: boolean;
-  /**
-   * `REDIS_POOL_SIZE` (default 10): accepted for compatibility and validated; sluice pipelines
-   * every call over one connection per Redis node.
-   */
-  readonly poolSize: number;
-  /** `REDIS_TIMEOUT` in ms (the reference's duration format, default `10s`). */
-  readonly timeoutMs: number;
-}
-
-/** The Redis store's settings. */
-export interface RedisSettings {
-  /** The connection for every counter (or every counter but the per-second ones). */
-  readonly main: RedisConnectionSettings;
-  /** `REDIS_PERSECOND=true`: the connection for windows under a minute; else `undefined`. */
-  readonly perSecond: RedisConnectionSettings | undefined;
-  /** `CACHE_KEY_PREFIX`: put before every Redis key ('' for none). */
-  readonly keyPrefix: string;
-  /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
-  readonly localCacheBytes: number;
-  /**
-   * `REDIS_WAIT_AT_START` (default false; sluice only): wait up to `REDIS_TIMEOUT` for Redis to
-   * answer before listening. By default sluice listens at once and its health fails until Redis
-   * answers.
-   */
-  readonly waitAtStart: boolean;
+export function storeOptions(settings: Settings): StoreOptions {
+  return {
+    backendType: settings.backendType,
+    backendTypeInferred: settings.backendTypeInferred,
+    memoryMaxKeys: settings.memoryMaxKeys,
+    storeFailureMode: settings.storeFailureMode,
+    redis: settings.redis,
+  };
 }
 
 /** The rule directory shipped with sluice (`envoy/ratelimit/`), used when nothing else is set. */
@@ -331,98 +252,6 @@ const LOG_LEVELS: Readonly<Record<string, LogLevel>> = {
   fatal: 'fatal',
   panic: 'fatal',
 };
-
-/** Go's strconv.ParseBool, which the reference uses for its boolean variables. */
-const TRUE_WORDS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
-const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
-
-/** The command-line flag that overrides each variable, so a message names what the user typed. */
-const FLAG_NAMES: Readonly<Record<string, string>> = {
-  GRPC_HOST: '--grpc-host',
-  GRPC_PORT: '--grpc-port',
-  HOST: '--host',
-  PORT: '--port',
-  DEBUG_HOST: '--debug-host',
-  DEBUG_PORT: '--debug-port',
-  LOG_LEVEL: '--log-level',
-  LOG_FORMAT: '--log-format',
-  BACKEND_TYPE: '--backend-type',
-};
-
-/** Collects problems while reading settings, so all are reported together. */
-export class Reader {
-  readonly problems: string[] = [];
-
-  constructor(private readonly env: NodeJS.ProcessEnv) {}
-
-  raw(name: string): string | undefined {
-    const value = this.env[name];
-    return value === undefined || value === '' ? undefined : value;
-  }
-
-  /** How a problem names a value: `--flag "text"` when the flag gave it, else `NAME="text"`. */
-  label(name: string, text: string, fromFlag: boolean): string {
-    const flagName = FLAG_NAMES[name];
-    return fromFlag && flagName !== undefined
-      ? `${flagName} ${JSON.stringify(text)}`
-      : `${name}=${JSON.stringify(text)}`;
-  }
-
-  string(name: string, fallback: string, flag?: string): string {
-    return flag ?? this.raw(name) ?? fallback;
-  }
-
-  int(name: string, fallback: number, min: number, max: number, flag?: string): number {
-    const text = flag ?? this.raw(name);
-    if (text === undefined) return fallback;
-    const value = Number(text.trim());
-    if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < min || value > max) {
-      this.problems.push(
-        `${this.label(name, text, flag !== undefined)}: expected an integer from ${min} to ${max}`,
-      );
-      return fallback;
-    }
-    return value;
-  }
-
-  /** A Go duration (`30s`, `1h`, `0`) in whole ms, at least 0. */
-  duration(name: string, fallback: number): number {
-    const text = this.raw(name);
-    if (text === undefined) return fallback;
-    const ms = goDurationMs(text.trim());
-    // Node's timers take at most 2^31 - 1 ms (about 24.8 days).
-    if (ms === undefined || ms < 0 || ms > 2_147_483_647) {
-      this.problems.push(
-        `${name}=${JSON.stringify(text)}: expected a duration from 0 to 596h, such as 500ms, 30s, 2h or 1h30m`,
-      );
-      return fallback;
-    }
-    return ms;
-  }
-
-  ratio(name: string, fallback: number): number {
-    const text = this.raw(name);
-    if (text === undefined) return fallback;
-    const value = Number(text.trim());
-    if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1) {
-      this.problems.push(`${name}=${JSON.stringify(text)}: expected a number from 0 to 1`);
-      return fallback;
-    }
-    return value;
-  }
-
-  bool(name: string, fallback: boolean, flag?: boolean): boolean {
-    if (flag !== undefined) return flag;
-    const text = this.raw(name);
-    if (text === undefined) return fallback;
-    if (TRUE_WORDS.has(text)) return true;
-    if (FALSE_WORDS.has(text)) return false;
-    this.problems.push(
-      `${name}=${JSON.stringify(text)}: expected true or false (accepted: ${[...TRUE_WORDS].join(', ')} for true; ${[...FALSE_WORDS].join(', ')} for false)`,
-    );
-    return fallback;
-  }
-}
 
 /**
  * Read settings from `env` and `flags` (flags win). Throws one SluiceError INVALID_SETTINGS whose
@@ -825,7 +654,7 @@ function headersFormat(r: Reader): 'reference' | 'ietf' {
 }
 
 /** The Redis store's settings (`REDIS_*`, `REDIS_PERSECOND_*`, `CACHE_KEY_PREFIX`, ...). */
-function redisSettings(r: Reader): RedisSettings {
+function redisSettings(r: Reader): RedisStoreOptions {
   const main = redisConnection(r, 'REDIS_', 'REDIS_');
   const perSecond = r.bool('REDIS_PERSECOND', false)
     ? redisConnection(r, 'REDIS_PERSECOND_', 'REDIS_')
@@ -843,7 +672,7 @@ function redisSettings(r: Reader): RedisSettings {
  * One Redis connection from the variables starting with `prefix` (`REDIS_` or `REDIS_PERSECOND_`);
  * the TLS files are shared and read with `tlsPrefix` (`REDIS_`), as in the reference.
  */
-function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisConnectionSettings {
+function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisConnectionOptions {
   const urlName = `${prefix}URL`;
   const url = r.raw(urlName);
   if (url === undefined) r.problems.push(`${urlName} must be set when BACKEND_TYPE=redis`);
@@ -899,7 +728,7 @@ function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisCon
 /** What is wrong with a `REDIS_URL` for its type, or `undefined` when it is fine. */
 function redisUrlProblem(
   url: string,
-  type: RedisConnectionSettings['type'],
+  type: RedisConnectionOptions['type'],
   socketType: 'tcp' | 'unix',
 ): string | undefined {
   if (type === 'single' && socketType === 'unix') return undefined;
@@ -922,38 +751,6 @@ function redisUrlProblem(
     }
   }
   return undefined;
-}
-
-const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  μs: 1e-3,
-  ms: 1,
-  s: 1_000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/**
- * A Go `time.Duration` string (`10s`, `200ms`, `1m30s`, `1.5s`, `0`) in whole ms (a positive
- * duration under 1 ms rounds up to 1); `undefined` when it is not one.
- */
-export function goDurationMs(text: string): number | undefined {
-  const trimmed = text.trim();
-  if (trimmed === '0') return 0;
-  const part = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
-  let total = 0;
-  let at = 0;
-  while (at < trimmed.length) {
-    part.lastIndex = at;
-    const match = part.exec(trimmed);
-    if (match === null) return undefined;
-    total += Number(match[1]) * DURATION_UNITS_MS[match[2]!]!;
-    at = part.lastIndex;
-  }
-  if (at === 0) return undefined;
-  return total > 0 ? Math.max(1, Math.ceil(total)) : 0;
 }
 
 function throwIfProblems(r: Reader): void {

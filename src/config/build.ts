@@ -3,56 +3,10 @@
  * prepared here, once per snapshot: per-level maps, compiled wildcards, and one frozen LimitMatch
  * per rule node, so matching itself allocates nothing.
  */
-import { UNIT_MS, type RateLimitUnit } from '../model.js';
-import type { Algorithm, LimitMatch, RateLimitRule, RuleLimit } from './types.js';
+import { UNIT_MS, type RateLimitRule, type RateLimitUnit, type RuleLimit } from '../model.js';
+import { ConfigLevel, ConfigNode, type Algorithm, type LimitMatch } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
-import { compileGlob, isKeyWildcard, isWildcard, type Glob } from './glob.js';
-
-/** One node of the tree: a configured descriptor. */
-export class ConfigNode {
-  constructor(
-    /** The prepared answer when this node carries a rule, else `undefined`. */
-    readonly match: LimitMatch | undefined,
-    /** The next level, `undefined` when the node has no nested descriptors. */
-    readonly children: ConfigLevel | undefined,
-  ) {}
-}
-
-/** A node reached through a wildcard value. */
-export interface WildcardNode {
-  /** The compiled `value` pattern. */
-  readonly glob: Glob;
-  /** The node. */
-  readonly node: ConfigNode;
-  /** Declaration index within its level: wildcards are tried in this order. */
-  readonly order: number;
-}
-
-/**
- * A node whose key holds a `*` (`key: "b*"`, with or without a value): like the reference, it
- * matches a request entry whose joined `key_value` text matches `glob`, the node's own joined
- * text (`key_value`, or `key` alone) (docs/compatibility.md).
- */
-export interface KeyWildcardNode {
-  /** The compiled joined pattern. */
-  readonly glob: Glob;
-  /** The node. */
-  readonly node: ConfigNode;
-  /** Declaration index within its level, shared with {@link WildcardNode.order}. */
-  readonly order: number;
-}
-
-/** The descriptors of one level (a domain's top level, or a node's nested descriptors). */
-export class ConfigLevel {
-  /** key -> value -> node, for nodes with a value (wildcard patterns too, as literal text). */
-  readonly exact = new Map<string, Map<string, ConfigNode>>();
-  /** key -> wildcard nodes in declaration order. */
-  readonly wildcards = new Map<string, WildcardNode[]>();
-  /** key -> the key-only (default) node. */
-  readonly defaults = new Map<string, ConfigNode>();
-  /** Nodes with a `*` in their key, in declaration order; usually empty. */
-  readonly keyWildcards: KeyWildcardNode[] = [];
-}
+import { compileGlob, isKeyWildcard, isWildcard } from './glob.js';
 
 /** A built domain: its tree and its rules for `/rlconfig`. */
 export interface BuiltDomain {

@@ -5,9 +5,8 @@
  * This is the hot path: the common case (no override) walks prebuilt maps and returns a LimitMatch
  * built with the snapshot, allocating nothing.
  */
-import { UNIT_MS, type RequestDescriptor } from '../model.js';
-import type { Algorithm, LimitMatch, RateLimitRule } from './types.js';
-import type { ConfigLevel, ConfigNode, WildcardNode } from './build.js';
+import { UNIT_MS, type RateLimitRule, type RequestDescriptor } from '../model.js';
+import type { Algorithm, ConfigLevel, ConfigNode, LimitMatch, WildcardNode } from './types.js';
 import { matchGlob } from './glob.js';
 
 /**

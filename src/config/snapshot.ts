@@ -3,8 +3,8 @@
  */
 import type { RequestDescriptor } from '../model.js';
 import { ConfigError, type ConfigProblem } from '../errors.js';
-import type { Algorithm, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
-import { buildDomains, type BuiltDomain, type ConfigLevel } from './build.js';
+import type { Algorithm, ConfigLevel, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
+import { buildDomains, type BuiltDomain } from './build.js';
 import { findLimit, overrideLimit } from './match.js';
 import {
   validateFiles,

@@ -1,84 +1,14 @@
 /**
  * The validated, immutable configuration: what the rest of sluice reads. Produced by
- * `config/` from the reference's YAML format; never mutated after it is built.
+ * `config/` from the reference's YAML format; never mutated after it is built. The matching tree's
+ * node classes live here too (filled in by ./build.ts), so this module imports nothing of config/
+ * but the glob type. The rule itself (`RateLimitRule`) is a domain type in ../model.ts.
  */
 import type { ConfigProblem } from '../errors.js';
-import type { Algorithm } from '../algorithms/types.js';
-import type { JsonObject, RateLimitUnit, RequestDescriptor } from '../model.js';
-import type { ConfigLevel } from './build.js';
+import type { RateLimitRule, RequestDescriptor } from '../model.js';
+import type { Glob } from './glob.js';
 
 export type { Algorithm } from '../algorithms/types.js';
-
-/**
- * One limit of a rule: a `rate_limit` block, or one item of a `rate_limits` list. A rule with
- * several limits is over limit when any of them is (docs/semantics.md §3).
- */
-export interface RuleLimit {
-  /** Requests admitted per window (token bucket: tokens refilled per window). */
-  readonly requestsPerUnit: number;
-  /** The unit as configured (lower case); reported as `current_limit.unit`. */
-  readonly unit: RateLimitUnit;
-  /** `unit_multiplier` (1 when absent). */
-  readonly unitMultiplier: number;
-  /** Window length in ms: unit length x unit multiplier. */
-  readonly windowMs: number;
-  /** How hits are counted (`algorithm`, else the `DEFAULT_ALGORITHM` setting). */
-  readonly algorithm: Algorithm;
-  /** Token bucket capacity (`burst`, default `requestsPerUnit`); equals `requestsPerUnit` otherwise. */
-  readonly burst: number;
-  /** The limit's `name`, `''` when absent; reported as `current_limit.name`. */
-  readonly name: string;
-}
-
-/** One configured (or overridden) rate limit. */
-export interface RateLimitRule {
-  /** Requests admitted per window. */
-  readonly requestsPerUnit: number;
-  /** The unit as configured (lower case). */
-  readonly unit: RateLimitUnit;
-  /** Window length in ms: unit length x unit multiplier (1 for reference config). */
-  readonly windowMs: number;
-  /** `rate_limit.name`, `''` when absent. */
-  readonly name: string;
-  /** `rate_limit.unlimited`: always OK, nothing counted. */
-  readonly unlimited: boolean;
-  /** The descriptor's `shadow_mode`: counted, reported, never blocks. */
-  readonly shadowMode: boolean;
-  /** Names of rules this rule replaces within the same request (`replaces: [{name}]`). */
-  readonly replaces: readonly string[];
-  /** How hits are counted (of the first limit). */
-  readonly algorithm: Algorithm;
-  /**
-   * Every limit of the rule, at least one: `[the rate_limit block]`, or the `rate_limits` list in
-   * order. The fields above (`requestsPerUnit`, `unit`, `windowMs`, `algorithm`, `name`) repeat
-   * the first one.
-   */
-  readonly limits: readonly RuleLimit[];
-  /**
-   * The rule's full key as the reference builds it for stats and `/rlconfig`, e.g.
-   * `edge.path_/login.remote_address` (domain, then each level's `key` or `key_value`).
-   */
-  readonly fullKey: string;
-  /** `detailed_metric`: stats keyed by the request's values, not the rule's. */
-  readonly detailedMetric: boolean;
-  /** `value_to_metric`: include the matched descriptor value in the stats key. */
-  readonly valueToMetric: boolean;
-  /** `share_threshold` (wildcard rules only): all values matching the wildcard share one counter. */
-  readonly shareThreshold: boolean;
-  /**
-   * `quota_mode` (or the `QUOTA_MODE` setting): over its limit the descriptor says OVER_LIMIT but
-   * rejects the request only when every quota descriptor of the request is over
-   * (docs/semantics.md §3).
-   */
-  readonly quotaMode: boolean;
-  /**
-   * The descriptor's `metadata` mapping, returned in `dynamic_metadata.metadata` when the
-   * descriptor passes (`RESPONSE_DYNAMIC_METADATA`); `undefined` when it has none.
-   */
-  readonly metadata?: JsonObject | undefined;
-  /** True when built from a request's RateLimitOverride rather than from a file. */
-  readonly fromOverride: boolean;
-}
 
 /** Where a matched rule came from and how its counter is keyed. */
 export interface LimitMatch {
@@ -121,4 +51,50 @@ export interface ConfigSnapshot {
    * "try it"; `undefined` for an unknown domain. Optional: a snapshot without rules has none.
    */
   tree?(domain: string): ConfigLevel | undefined;
+}
+
+/** One node of the tree: a configured descriptor. */
+export class ConfigNode {
+  constructor(
+    /** The prepared answer when this node carries a rule, else `undefined`. */
+    readonly match: LimitMatch | undefined,
+    /** The next level, `undefined` when the node has no nested descriptors. */
+    readonly children: ConfigLevel | undefined,
+  ) {}
+}
+
+/** A node reached through a wildcard value. */
+export interface WildcardNode {
+  /** The compiled `value` pattern. */
+  readonly glob: Glob;
+  /** The node. */
+  readonly node: ConfigNode;
+  /** Declaration index within its level: wildcards are tried in this order. */
+  readonly order: number;
+}
+
+/**
+ * A node whose key holds a `*` (`key: "b*"`, with or without a value): like the reference, it
+ * matches a request entry whose joined `key_value` text matches `glob`, the node's own joined
+ * text (`key_value`, or `key` alone) (docs/compatibility.md).
+ */
+export interface KeyWildcardNode {
+  /** The compiled joined pattern. */
+  readonly glob: Glob;
+  /** The node. */
+  readonly node: ConfigNode;
+  /** Declaration index within its level, shared with {@link WildcardNode.order}. */
+  readonly order: number;
+}
+
+/** The descriptors of one level (a domain's top level, or a node's nested descriptors). */
+export class ConfigLevel {
+  /** key -> value -> node, for nodes with a value (wildcard patterns too, as literal text). */
+  readonly exact = new Map<string, Map<string, ConfigNode>>();
+  /** key -> wildcard nodes in declaration order. */
+  readonly wildcards = new Map<string, WildcardNode[]>();
+  /** key -> the key-only (default) node. */
+  readonly defaults = new Map<string, ConfigNode>();
+  /** Nodes with a `*` in their key, in declaration order; usually empty. */
+  readonly keyWildcards: KeyWildcardNode[] = [];
 }

@@ -4,13 +4,14 @@
  * mode, and builds one status per descriptor (docs/semantics.md §3 and §5). The admission
  * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it.
  */
-import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../config/types.js';
+import type { ConfigSnapshot, LimitMatch } from '../config/types.js';
 import {
   MAX_UINT32,
   type DescriptorStatus,
   type JsonObject,
   type JsonValue,
   type RateLimitRequest,
+  type RateLimitRule,
   type RateLimitResponse,
   type RequestDescriptor,
 } from '../model.js';

@@ -4,10 +4,12 @@
  */
 import { Writable } from 'node:stream';
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { LogLevel } from '../settings.js';
 import { REDACTED, redactUrl, scrubSecrets } from './redact.js';
 
 export type { Logger } from 'pino';
+
+/** Log levels (`LOG_LEVEL` takes the reference's logrus names, case-insensitive). */
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 
 /** Options for {@link createLogger}. */
 export interface LoggerOptions {

@@ -3,7 +3,6 @@
  * server is up and what it serves: version, every listening address, the counter store and a
  * summary of the rules.
  */
-import type { ConfigSnapshot } from '../config/types.js';
 import type { Logger } from './logger.js';
 
 /** The message of the start-up line (what to grep for). */
@@ -30,8 +29,14 @@ export interface StartupInfo {
   readonly grpcTls?: string | undefined;
   /** Where the rules came from (`flags`, `runtime` or `bundled`, see settings.ts). */
   readonly configOrigin: string;
-  /** The rules serving. */
-  readonly snapshot: ConfigSnapshot;
+  /**
+   * The rules serving (a ConfigSnapshot; only its domain names and rule lines are read, so this
+   * module imports nothing of config/).
+   */
+  readonly snapshot: {
+    readonly domains: ReadonlyMap<string, unknown>;
+    dump(): readonly string[];
+  };
 }
 
 /**

@@ -7,8 +7,7 @@
  *   on OVER_LIMIT;
  * - an RFC 9457 `application/problem+json` body for rejections.
  */
-import type { RuleLimit } from '../config/types.js';
-import type { DescriptorStatus, HeaderValue, RateLimitResponse } from '../model.js';
+import type { DescriptorStatus, HeaderValue, RateLimitResponse, RuleLimit } from '../model.js';
 
 /** How headers are written; `undefined` in the service options means no headers. */
 export interface HeaderOptions {

@@ -4,7 +4,7 @@
  * (transport/http).
  */
 import type { Clock } from '../clock.js';
-import type { ConfigSnapshot, RateLimitRule } from '../config/types.js';
+import type { ConfigSnapshot } from '../config/types.js';
 import { SluiceError } from '../errors.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { Logger } from '../logging/logger.js';
@@ -13,6 +13,7 @@ import type {
   DescriptorStatus,
   RateLimitRequest,
   RateLimitResponse,
+  RateLimitRule,
   RequestDescriptor,
 } from '../model.js';
 import type { TraceHeaders, Tracing } from '../tracing/tracing.js';

@@ -12,8 +12,10 @@
  */
 import { SluiceError } from '../errors.js';
 import type { StoreMetricsSink } from '../metrics/metrics.js';
-import type { StoreFailureMode } from '../settings.js';
 import type { BatchResult, CounterSpec, CounterStore } from './counter-store.js';
+
+/** What a call answers when the Redis store fails (`STORE_FAILURE_MODE`). */
+export type StoreFailureMode = 'error' | 'allow' | 'memory';
 
 /** Options for {@link withFailurePolicy}. */
 export interface FailurePolicyOptions {

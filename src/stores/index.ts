@@ -7,17 +7,51 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logging/logger.js';
 import type { StoreMetricsSink } from '../metrics/metrics.js';
-import type { Settings } from '../settings.js';
 import type { CounterStore } from './counter-store.js';
-import { withFailurePolicy } from './failure-policy.js';
+import { withFailurePolicy, type StoreFailureMode } from './failure-policy.js';
 import { createMemoryStore } from './memory/memory-store.js';
-import { createRedisClient, waitUntilReady } from './redis/connect.js';
+import { createRedisClient, waitUntilReady, type RedisConnectionOptions } from './redis/connect.js';
 import { createRedisStore } from './redis/redis-store.js';
 
 /** Least time between two "evicted live counters" warnings of one memory store, ms. */
 export const LRU_WARNING_INTERVAL_MS = 60_000;
 
-/** Options for {@link createStore}. */
+/** The Redis store's options (`REDIS_*`, `CACHE_KEY_PREFIX`, `LOCAL_CACHE_SIZE_IN_BYTES`). */
+export interface RedisStoreOptions {
+  /** The connection for every counter (or every counter but the per-second ones). */
+  readonly main: RedisConnectionOptions;
+  /** `REDIS_PERSECOND=true`: the connection for windows under a minute; else `undefined`. */
+  readonly perSecond: RedisConnectionOptions | undefined;
+  /** `CACHE_KEY_PREFIX`: put before every Redis key ('' for none). */
+  readonly keyPrefix: string;
+  /** `LOCAL_CACHE_SIZE_IN_BYTES`: budget of the local over-limit cache; 0 (default) = off. */
+  readonly localCacheBytes: number;
+  /**
+   * `REDIS_WAIT_AT_START` (default false; sluice only): wait up to `REDIS_TIMEOUT` for Redis to
+   * answer before listening. By default sluice listens at once and its health fails until Redis
+   * answers.
+   */
+  readonly waitAtStart: boolean;
+}
+
+/**
+ * Which store to create and how (docs/configuration.md). The field names are the settings' own
+ * (src/settings.ts reads them from the environment), so a Settings object is one of these.
+ */
+export interface StoreOptions {
+  /** `BACKEND_TYPE`: `memory` or `redis`. */
+  readonly backendType: 'memory' | 'redis';
+  /** `BACKEND_TYPE` was unset and `redis` was chosen because `REDIS_URL` is set (logged). */
+  readonly backendTypeInferred: boolean;
+  /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store. */
+  readonly memoryMaxKeys: number;
+  /** `STORE_FAILURE_MODE`: what a call answers when the Redis store fails. */
+  readonly storeFailureMode: StoreFailureMode;
+  /** The Redis store's options; `undefined` unless `backendType` is `redis`. */
+  readonly redis: RedisStoreOptions | undefined;
+}
+
+/** What {@link createStore} works with: time, logs and metrics. */
 export interface CreateStoreOptions {
   /** Time source of the memory store (and of the Redis store's local cache). */
   readonly clock: Clock;
@@ -29,7 +63,7 @@ export interface CreateStoreOptions {
 
 /** Create the counter store `settings` describe. */
 export async function createStore(
-  settings: Settings,
+  settings: StoreOptions,
   options: CreateStoreOptions,
 ): Promise<CounterStore> {
   const { clock, metrics } = options;

@@ -14,7 +14,6 @@ import { randomUUID } from 'node:crypto';
 import type { Context, TextMapGetter } from '@opentelemetry/api';
 import type { Logger } from '../logging/logger.js';
 import type { RateLimitRequest } from '../model.js';
-import type { TracingSettings } from '../settings-telemetry.js';
 import type { CounterSpec, CounterStore } from '../stores/counter-store.js';
 
 /**
@@ -42,6 +41,23 @@ export interface Tracing {
   traceStore(store: CounterStore, perSecond: boolean): CounterStore;
   /** Export what is pending and stop (at most `timeoutMs`). */
   shutdown(timeoutMs: number): Promise<void>;
+}
+
+/** OpenTelemetry tracing (`TRACING_ENABLED=true`); the exporter reads `OTEL_EXPORTER_OTLP_*`. */
+export interface TracingSettings {
+  /** `TRACING_EXPORTER_PROTOCOL`: `http` (default, OTLP/HTTP protobuf) or `grpc`. */
+  readonly protocol: 'http' | 'grpc';
+  /** `TRACING_SERVICE_NAME` (default `RateLimit`). */
+  readonly serviceName: string;
+  /** `TRACING_SERVICE_NAMESPACE` (default empty). */
+  readonly serviceNamespace: string;
+  /** `TRACING_SERVICE_INSTANCE_ID`; `undefined`: a random UUID per process, as the reference. */
+  readonly serviceInstanceId: string | undefined;
+  /**
+   * `TRACING_SAMPLING_RATE` (default 1): the share of traces started here that are sampled
+   * (1 or more: all; 0 or less: none); a caller's sampled flag always wins (parent based).
+   */
+  readonly samplingRate: number;
 }
 
 /** Options for {@link createTracing}. */

@@ -85,3 +85,21 @@ export const DEFAULT_REQUEST_BUFFER_BYTES = 256 * 1_048_576;
 export function sweepIntervalMs(timeoutMs: number): number {
   return Math.min(1_000, Math.max(10, Math.floor(timeoutMs / 4)));
 }
+
+/**
+ * Connection limits of the gRPC port, in ms, 0 = never. `GRPC_MAX_CONNECTION_AGE` and
+ * `GRPC_MAX_CONNECTION_AGE_GRACE` are the reference's (same defaults); the keepalive and idle
+ * ones are sluice's, named after grpc-go's server keepalive parameters.
+ */
+export interface GrpcConnectionSettings {
+  /** `GRPC_MAX_CONNECTION_AGE` (default `24h`): GOAWAY a connection this long after it opened. */
+  readonly maxConnectionAgeMs: number;
+  /** `GRPC_MAX_CONNECTION_AGE_GRACE` (default `1h`): then cancel its calls after this. */
+  readonly maxConnectionAgeGraceMs: number;
+  /** `GRPC_KEEPALIVE_TIME` (default `2h`): PING a connection silent this long. */
+  readonly keepaliveTimeMs: number;
+  /** `GRPC_KEEPALIVE_TIMEOUT` (default `20s`): close it when the PING is not answered in this. */
+  readonly keepaliveTimeoutMs: number;
+  /** `GRPC_MAX_CONNECTION_IDLE` (default `0`, never): GOAWAY a connection idle this long. */
+  readonly maxConnectionIdleMs: number;
+}

@@ -9,9 +9,8 @@ import { createGrpcServer } from './grpc/server.js';
 import { reflectionPackageDefinition } from './grpc/reflection.js';
 import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
-import type { GrpcConnectionSettings } from '../settings.js';
 import type { ServerTls } from './tls.js';
-import type { GrpcLimits, RequestBudget } from './limits.js';
+import type { GrpcConnectionSettings, GrpcLimits, RequestBudget } from './limits.js';
 import type { TransportMetricsSink } from '../metrics/metrics.js';
 
 /** Which implementation serves the gRPC port. */

@@ -16,7 +16,25 @@ import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import { SluiceError } from '../errors.js';
 import type { Logger } from '../logging/logger.js';
 import type { TlsMetricsSink } from '../metrics/metrics.js';
-import type { GrpcTlsSettings } from '../settings.js';
+
+/** TLS on the gRPC port, with the reference's variable names (docs/operations-tls.md). */
+export interface GrpcTlsSettings {
+  /** `GRPC_SERVER_TLS_CERT`: PEM file with the server certificate chain (leaf first). */
+  readonly certFile: string;
+  /** `GRPC_SERVER_TLS_KEY`: PEM file with the server's private key. */
+  readonly keyFile: string;
+  /**
+   * `GRPC_CLIENT_TLS_CACERT`: PEM file of the CA(s) client certificates must chain to. Set, it
+   * turns on mTLS: every client must present a certificate it verifies. `undefined`: no client
+   * certificate is asked for.
+   */
+  readonly clientCaFile: string | undefined;
+  /**
+   * `GRPC_CLIENT_TLS_SAN`: a DNS name (or IP address) the client certificate must carry as a
+   * subject alternative name; `undefined`: any certificate the CA verifies is accepted.
+   */
+  readonly clientSan: string | undefined;
+}
 
 /** What identifies a certificate in logs and tests. */
 export interface CertificateSummary {

@@ -6,8 +6,11 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { RedisConnectionSettings } from '../../src/settings.js';
-import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
+import {
+  createRedisClient,
+  waitUntilReady,
+  type RedisConnectionOptions,
+} from '../../src/stores/redis/connect.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import {
@@ -27,7 +30,7 @@ afterAll(async () => {
   await group.stopAll();
 });
 
-function client(more: Partial<RedisConnectionSettings>): RedisClient {
+function client(more: Partial<RedisConnectionOptions>): RedisClient {
   const made = createRedisClient({
     url: '',
     socketType: 'tcp',

@@ -14,9 +14,13 @@ import { createManualClock } from '../../src/clock.js';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/logging/logger.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import { loadSettings, type RedisConnectionSettings } from '../../src/settings.js';
+import { loadSettings } from '../../src/settings.js';
 import { createStore } from '../../src/stores/index.js';
-import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connect.js';
+import {
+  createRedisClient,
+  waitUntilReady,
+  type RedisConnectionOptions,
+} from '../../src/stores/redis/connect.js';
 import type { RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
@@ -56,7 +60,7 @@ const overSocket = lazy<RedisServer>(() =>
   startRedis(group, { args: ['--unixsocket', path.join(socketDir, 'redis.sock')] }),
 );
 
-function settings(more: Partial<RedisConnectionSettings>): RedisConnectionSettings {
+function settings(more: Partial<RedisConnectionOptions>): RedisConnectionOptions {
   return {
     url: '',
     socketType: 'tcp',
@@ -74,7 +78,7 @@ function settings(more: Partial<RedisConnectionSettings>): RedisConnectionSettin
   };
 }
 
-function client(more: Partial<RedisConnectionSettings>): RedisClient {
+function client(more: Partial<RedisConnectionOptions>): RedisClient {
   const made = createRedisClient(settings(more));
   made.on('error', () => undefined);
   clients.push(made);

@@ -1,7 +1,7 @@
 /**
  * Hand-built rules for tests that exercise the limiter or keys without parsing YAML.
  */
-import type { RateLimitRule } from '../../src/config/types.js';
+import type { RateLimitRule } from '../../src/model.js';
 
 /** A plain sliding-window rule (2 per minute, no name, not shadow), with `overrides` applied. */
 export function makeRule(overrides: Partial<RateLimitRule> = {}): RateLimitRule {

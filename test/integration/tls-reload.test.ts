@@ -19,8 +19,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { capturingLogger } from '../helpers/app.js';
 import { createCa, issueCert, pem, requireOpenssl, type TestCert } from '../helpers/certs.js';
 import { waitFor } from '../helpers/processes.js';
-import type { GrpcTlsSettings } from '../../src/settings.js';
-import { createServerTls, readTlsMaterial, type ServerTls } from '../../src/transport/tls.js';
+import {
+  createServerTls,
+  readTlsMaterial,
+  type GrpcTlsSettings,
+  type ServerTls,
+} from '../../src/transport/tls.js';
 
 const requirement = requireOpenssl('tls-reload');
 

@@ -8,9 +8,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../../src/config/types.js';
+import type { ConfigSnapshot, LimitMatch } from '../../src/config/types.js';
 import { createLimiter, hitsFor } from '../../src/limiter/limiter.js';
-import type { RateLimitRequest, RequestDescriptor } from '../../src/model.js';
+import type { RateLimitRequest, RateLimitRule, RequestDescriptor } from '../../src/model.js';
 import { MAX_UINT32 } from '../../src/model.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { Algorithm } from '../../src/algorithms/index.js';

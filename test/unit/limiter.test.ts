@@ -1,8 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { ConfigSnapshot, LimitMatch, RateLimitRule } from '../../src/config/types.js';
+import type { ConfigSnapshot, LimitMatch } from '../../src/config/types.js';
 import { createLimiter, hitsFor } from '../../src/limiter/limiter.js';
-import { MAX_UINT32, type RateLimitRequest, type RequestDescriptor } from '../../src/model.js';
+import {
+  MAX_UINT32,
+  type RateLimitRequest,
+  type RateLimitRule,
+  type RequestDescriptor,
+} from '../../src/model.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
 import { makeRule } from '../helpers/rules.js';

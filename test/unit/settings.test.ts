@@ -1,12 +1,8 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
-import {
-  BUNDLED_CONFIG_DIR,
-  goDurationMs,
-  loadCheckSettings,
-  loadSettings,
-} from '../../src/settings.js';
+import { goDurationMs } from '../../src/settings-reader.js';
+import { BUNDLED_CONFIG_DIR, loadCheckSettings, loadSettings } from '../../src/settings.js';
 
 describe('loadSettings', () => {
   it("uses the reference's defaults, the memory store and the bundled rules when nothing is set", () => {

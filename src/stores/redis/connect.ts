@@ -11,9 +11,43 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import { SluiceError } from '../../errors.js';
-import type { RedisConnectionSettings } from '../../settings.js';
 import { parseAddress } from './address.js';
 import type { RedisClient } from './redis-store.js';
+
+/** One Redis connection (`REDIS_*`, or `REDIS_PERSECOND_*` for the per-second one). */
+export interface RedisConnectionOptions {
+  /**
+   * `REDIS_URL`: `host:port` or a `redis://`/`rediss://` URL (single), a socket path
+   * (`REDIS_SOCKET_TYPE=unix`), `master-name,sentinel:port,...` (sentinel) or
+   * `node:port,node:port,...` (cluster).
+   */
+  readonly url: string;
+  /** `REDIS_SOCKET_TYPE`: `tcp` or `unix` (unset: `unix` when the URL starts with `/`). */
+  readonly socketType: 'tcp' | 'unix';
+  /** `REDIS_TYPE`: `single` (default), `sentinel` or `cluster`, case-insensitive. */
+  readonly type: 'single' | 'sentinel' | 'cluster';
+  /** `REDIS_AUTH`: `password` or `user:password`; '' for none. */
+  readonly auth: string;
+  /** `REDIS_SENTINEL_AUTH`: the sentinels' own `password` or `user:password`; '' for none. */
+  readonly sentinelAuth: string;
+  /** `REDIS_TLS`: connect with TLS. */
+  readonly tls: boolean;
+  /** `REDIS_TLS_CACERT`: CA bundle file; '' for the system's. */
+  readonly tlsCaCert: string;
+  /** `REDIS_TLS_CLIENT_CERT`: client certificate file; '' for none. */
+  readonly tlsClientCert: string;
+  /** `REDIS_TLS_CLIENT_KEY`: client key file; '' for none. */
+  readonly tlsClientKey: string;
+  /** `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`: accept a certificate for another host name. */
+  readonly tlsSkipHostnameVerification: boolean;
+  /**
+   * `REDIS_POOL_SIZE` (default 10): accepted for compatibility and validated; sluice pipelines
+   * every call over one connection per Redis node.
+   */
+  readonly poolSize: number;
+  /** `REDIS_TIMEOUT` in ms (the reference's duration format, default `10s`). */
+  readonly timeoutMs: number;
+}
 
 /** Longest wait between reconnection attempts, in ms. */
 const MAX_RECONNECT_DELAY_MS = 1_000;
@@ -27,7 +61,7 @@ function splitAuth(auth: string): { username?: string; password?: string } {
     : { username: auth.slice(0, colon), password: auth.slice(colon + 1) };
 }
 
-function tlsOptions(settings: RedisConnectionSettings): ConnectionOptions {
+function tlsOptions(settings: RedisConnectionOptions): ConnectionOptions {
   const read = (file: string, what: string): Buffer => {
     try {
       return readFileSync(file);
@@ -54,7 +88,7 @@ function tlsOptions(settings: RedisConnectionSettings): ConnectionOptions {
  * which roughly halves Redis CPU per call outside the script itself (BENCHMARKS.md); each
  * request still has its own script call and its own reply.
  */
-function baseOptions(settings: RedisConnectionSettings): RedisOptions {
+function baseOptions(settings: RedisConnectionOptions): RedisOptions {
   return {
     ...splitAuth(settings.auth),
     enableAutoPipelining: true,
@@ -69,7 +103,7 @@ function baseOptions(settings: RedisConnectionSettings): RedisOptions {
 }
 
 /** Create (and start connecting) the client the settings describe. */
-export function createRedisClient(settings: RedisConnectionSettings): RedisClient {
+export function createRedisClient(settings: RedisConnectionOptions): RedisClient {
   const base = baseOptions(settings);
   const parts = settings.url
     .split(',')

@@ -12,7 +12,6 @@ import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
-import type { GrpcConnectionSettings } from '../../settings.js';
 import { GRPC_STATUS_BY_CODE, toCallError, unmarshalErrorText } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import {
@@ -20,6 +19,7 @@ import {
   DEFAULT_REQUEST_BUFFER_BYTES,
   NO_TRANSPORT_METRICS,
   createRequestBudget,
+  type GrpcConnectionSettings,
   type GrpcLimits,
   type RequestBudget,
 } from '../limits.js';
