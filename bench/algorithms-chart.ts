@@ -10,7 +10,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ALGORITHMS, type Algorithm } from '../src/algorithms/types.js';
+import { ALGORITHMS, type Algorithm } from '../src/algorithms/index.js';
 import { createManualClock } from '../src/clock.js';
 import type { CounterSpec } from '../src/stores/counter-store.js';
 import { createMemoryStore } from '../src/stores/memory/memory-store.js';

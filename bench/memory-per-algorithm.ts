@@ -11,7 +11,7 @@
  * the same keys is measured as a baseline.
  */
 import { pathToFileURL } from 'node:url';
-import type { Algorithm } from '../src/algorithms/types.js';
+import type { Algorithm } from '../src/algorithms/index.js';
 import { createManualClock } from '../src/clock.js';
 import type { CounterSpec } from '../src/stores/counter-store.js';
 import { createMemoryStore } from '../src/stores/memory/memory-store.js';

@@ -9,6 +9,7 @@ import { createApp } from './app.js';
 import { exitCodeFor, formatResponse, parseDescriptor, sendQuery } from './cli/query.js';
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
+import { MAX_UINT32 } from './model.js';
 import { createLogger } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
@@ -339,9 +340,9 @@ async function query(args: string[]): Promise<number> {
     problems.push('at least one --descriptor k=v[,k2=v2] is required');
   }
   const hits = values.hits === undefined ? undefined : Number(values.hits);
-  if (hits !== undefined && (!/^\s*\d+\s*$/.test(values.hits!) || hits < 1 || hits > 0xffffffff)) {
+  if (hits !== undefined && (!/^\s*\d+\s*$/.test(values.hits!) || hits < 1 || hits > MAX_UINT32)) {
     problems.push(
-      `--hits ${JSON.stringify(values.hits)}: expected an integer from 1 to 4294967295` +
+      `--hits ${JSON.stringify(values.hits)}: expected an integer from 1 to ${MAX_UINT32}` +
         (hits === 0 ? ' (a request-level 0 counts as 1; use --check to count nothing)' : ''),
     );
   }

@@ -2,7 +2,7 @@
  * Plain domain types shared by every layer below `transport/`. Nothing here knows about protobuf.
  * This is the bottom layer (ARCHITECTURE.md, "Layers"): it imports only the algorithm names.
  */
-import type { Algorithm } from './algorithms/types.js';
+import type { Algorithm } from './algorithms/index.js';
 
 /** Time units of a rate limit, lower-case as written in the reference's YAML. */
 export type RateLimitUnit = 'second' | 'minute' | 'hour' | 'day' | 'week' | 'month' | 'year';

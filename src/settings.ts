@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
-import { ALGORITHMS, type Algorithm } from './algorithms/types.js';
+import { ALGORITHMS, DEFAULT_ALGORITHM, type Algorithm } from './algorithms/index.js';
 import type { LogLevel } from './logging/logger.js';
 import { redactUrl } from './logging/redact.js';
 import { goDurationMs, Reader } from './settings-reader.js';
@@ -430,15 +430,15 @@ function configLimits(r: Reader): { configMaxRulesPerFile: number; configMaxRule
   };
 }
 
-/** `DEFAULT_ALGORITHM`: one of ALGORITHMS, case-insensitive; default `sliding_window`. */
+/** `DEFAULT_ALGORITHM`: one of ALGORITHMS, case-insensitive; default the registry's default. */
 function defaultAlgorithm(r: Reader): Algorithm {
-  const text = r.string('DEFAULT_ALGORITHM', 'sliding_window');
+  const text = r.string('DEFAULT_ALGORITHM', DEFAULT_ALGORITHM);
   const algorithm = ALGORITHMS.find((name) => name === text.toLowerCase());
   if (algorithm === undefined) {
     r.problems.push(
       `DEFAULT_ALGORITHM=${JSON.stringify(text)}: expected one of ${ALGORITHMS.join(', ')}`,
     );
-    return 'sliding_window';
+    return DEFAULT_ALGORITHM;
   }
   return algorithm;
 }

@@ -18,7 +18,13 @@
  * Guarantee: never more than `limit` hits in one aligned window; up to `2 x limit` in an interval
  * of length W that straddles two windows.
  */
-import type { AlgorithmResult, CounterAlgorithm, CounterState, LimitParams } from './types.js';
+import type {
+  AlgorithmDescriptor,
+  AlgorithmResult,
+  CounterAlgorithm,
+  CounterState,
+  LimitParams,
+} from './types.js';
 
 /** Start of the epoch-aligned window of length `windowMs` that contains `nowMs`. */
 export function windowStartMs(nowMs: number, windowMs: number): number {
@@ -87,5 +93,86 @@ export const fixedWindow: CounterAlgorithm = {
   // The counted window [stampMs, emptyAtMs) is one window long.
   impliedFirst(state, params) {
     return state.emptyAtMs === 0 ? 0 : state.emptyAtMs - params.windowMs;
+  },
+};
+
+/**
+ * `fixed_window`, everything about it (see {@link AlgorithmDescriptor}). Redis layout: a hash with
+ * one field, named by the start (ms) of the counted window, holding its hits. A call is one
+ * HINCRBY of the batch's hits on that field, whose answer is the count to check; whatever the
+ * check does not charge is taken back with a second HINCRBY (and a field back at 0 is deleted),
+ * so an admitted call costs Redis one command per counter, as the reference's INCRBY does. The
+ * first call of a window drops the previous window's field and sets the TTL.
+ */
+export const fixedWindowAlgorithm: AlgorithmDescriptor<'fixed_window'> = {
+  name: 'fixed_window',
+  tag: 'fw',
+  redisCode: 2,
+  steps: fixedWindow,
+  bounds: { acceptsBurst: false },
+  alignedResetHeader: true,
+  lua: {
+    setup: `-- fixed_window: the hits of the whole batch on each key.
+local fwtot = nil
+`,
+    scan: `    fwtot = fwtot or {}
+    local key = KEYS[i]
+    fwtot[key] = (fwtot[key] or 0) + tonumber(ARGV[o + 5])
+`,
+    load: `      -- One field per counted window, named by its start: its hits. The batch's hits on this
+      -- key are added at once (one HINCRBY: the read and, when admitted, the write) and the
+      -- part not charged is taken back after the check.
+      local start = now - fmod(now, w)
+      local add = 0
+      if not dry then add = fwtot[key] end
+      local t0
+      if add > 0 then
+        t0 = redis.call('HINCRBY', key, start, add) - add
+      else
+        t0 = tonumber(redis.call('HGET', key, start) or 0)
+      end
+      st.f, st.add, st.fresh = start, add, false
+      if t0 == 0 then
+        -- Nothing yet in this window: another field is an older window (dropped) or, when the
+        -- clock went back, a later one, which goes on counting (fixed-window.ts refresh).
+        local all = redis.call('HGETALL', key)
+        for j = 1, #all, 2 do
+          local f = tonumber(all[j])
+          if f > start then
+            if add > 0 then
+              redis.call('HDEL', key, start)
+              redis.call('HINCRBY', key, f, add)
+            end
+            st.f = f
+            t0 = tonumber(all[j + 1])
+          elseif f < start and not dry then
+            redis.call('HDEL', key, f)
+          end
+        end
+        st.fresh = st.f == start
+      end
+      st.t, st.t0 = t0, t0
+`,
+    charge: `        st.t = st.t + hits
+`,
+    finish: `-- fixed_window: take back what was added but not charged; a new window's key gets its TTL.
+if fwtot ~= nil and not dry then
+  for key, st in pairs(states) do
+    if st.f ~= nil then
+      local extra = st.t - st.t0 - st.add
+      if extra ~= 0 then redis.call('HINCRBY', key, st.f, extra) end
+      if st.t == 0 then
+        if st.add > 0 then redis.call('HDEL', key, st.f) end
+      elseif st.fresh and st.t > st.t0 then
+        redis.call('PEXPIRE', key, st.f + st.w - now + grace)
+      end
+    end
+  end
+end
+`,
+    result: `    rem = limit - st.t
+    if over or rem < 0 then rem = 0 end
+    reset = w - fmod(now, w)
+`,
   },
 };

@@ -19,7 +19,22 @@
  * A reset is therefore exact to the millisecond and never above W.
  */
 import { dropPairsBelow, newestSlot, pairFreeing, pushPair } from './ring.js';
-import type { AlgorithmResult, CounterAlgorithm, CounterState, LimitParams } from './types.js';
+import type {
+  AlgorithmDescriptor,
+  AlgorithmResult,
+  CounterAlgorithm,
+  CounterState,
+  LimitParams,
+} from './types.js';
+
+/**
+ * Most `requests_per_unit` a `sliding_log` rule may have: the log keeps one timestamp per admitted
+ * hit, so one key holds up to this many numbers (8 bytes each in memory).
+ */
+const SLIDING_LOG_MAX_LIMIT = 10_000;
+
+/** The Redis script reads a log in chunks of this many numbers. */
+const LUA_CHUNK = 128;
 
 /** Drop the entries whose hits are W old or more at `nowMs`. */
 export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
@@ -111,5 +126,123 @@ export const slidingLog: CounterAlgorithm = {
   // One timestamp `t` left: the newest, so `emptyAtMs` is t + W. `stampMs` is never set.
   impliedFirst(state, params) {
     return state.length === 1 ? state.emptyAtMs - params.windowMs : 0;
+  },
+};
+
+/**
+ * `sliding_log`, everything about it (see {@link AlgorithmDescriptor}). Redis layout: a list
+ * `total, t1, hits1, t2, hits2, ...`, oldest first.
+ */
+export const slidingLogAlgorithm: AlgorithmDescriptor<'sliding_log'> = {
+  name: 'sliding_log',
+  tag: 'sl',
+  redisCode: 4,
+  steps: slidingLog,
+  bounds: {
+    acceptsBurst: false,
+    check({ requestsPerUnit }) {
+      if (requestsPerUnit <= SLIDING_LOG_MAX_LIMIT) return undefined;
+      return {
+        field: 'requests_per_unit',
+        at: 'algorithm',
+        message:
+          `sliding_log keeps one timestamp per admitted hit, so requests_per_unit is at most ` +
+          `${SLIDING_LOG_MAX_LIMIT} (found ${requestsPerUnit}); use sliding_window for larger limits`,
+      };
+    },
+  },
+  alignedResetHeader: false,
+  lua: {
+    constants: `-- sliding_log reads its list in chunks of this many numbers.
+local CHUNK = ${LUA_CHUNK}
+`,
+    state: 'len = 0',
+    load: `      -- sliding_log: a list total, t1, hits1, t2, hits2, ... oldest first.
+      st.len = 0
+      local t0 = redis.call('LINDEX', key, 0)
+      if t0 then
+        st.t = tonumber(t0)
+        st.len = (redis.call('LLEN', key) - 1) / 2
+        local oldest = now - w
+        local dropped = 0
+        local total = st.t
+        local done = false
+        while not done and dropped < st.len do
+          local from = 1 + 2 * dropped
+          local chunk = redis.call('LRANGE', key, from, from + CHUNK - 1)
+          if #chunk == 0 then break end
+          for k = 1, #chunk, 2 do
+            if tonumber(chunk[k]) > oldest then
+              done = true
+              break
+            end
+            total = total - tonumber(chunk[k + 1])
+            dropped = dropped + 1
+          end
+        end
+        if dropped > 0 then
+          st.len = st.len - dropped
+          if st.len == 0 then
+            st.t = 0
+            redis.call('DEL', key)
+          else
+            st.t = total
+            -- Element 2*dropped is the last dropped hits count; it becomes the new total.
+            redis.call('LTRIM', key, 2 * dropped, -1)
+            redis.call('LSET', key, 0, total)
+          end
+        end
+      end
+`,
+    charge: `        if st.len > 0 then
+          local newest = tonumber(redis.call('LINDEX', key, -2))
+          st.t = st.t + hits
+          if newest >= now then
+            local h = tonumber(redis.call('LINDEX', key, -1))
+            redis.call('LSET', key, -1, h + hits)
+            redis.call('LSET', key, 0, st.t)
+          else
+            redis.call('RPUSH', key, now, hits)
+            redis.call('LSET', key, 0, st.t)
+            st.len = st.len + 1
+            redis.call('PEXPIRE', key, w + grace)
+          end
+        else
+          st.t = hits
+          redis.call('RPUSH', key, hits, now, hits)
+          st.len = 1
+          redis.call('PEXPIRE', key, w + grace)
+        end
+`,
+    result: `    if over then
+      local excess = st.t + hits - limit
+      if hits > limit then
+        reset = w
+      elseif excess > 0 then
+        reset = w
+        local freed = 0
+        local k = 0
+        local found = false
+        while not found and k < st.len do
+          local from = 1 + 2 * k
+          local chunk = redis.call('LRANGE', st.key, from, from + CHUNK - 1)
+          if #chunk == 0 then break end
+          for j = 1, #chunk, 2 do
+            freed = freed + tonumber(chunk[j + 1])
+            if freed >= excess then
+              reset = tonumber(chunk[j]) + w - now
+              found = true
+              break
+            end
+          end
+          k = k + #chunk / 2
+        end
+      end
+    else
+      rem = limit - st.t
+      if rem < 0 then rem = 0 end
+      if st.len > 0 then reset = tonumber(redis.call('LINDEX', st.key, 1)) + w - now end
+    end
+`,
   },
 };

@@ -22,6 +22,7 @@
 import {
   cloneCounterState,
   createCounterState,
+  type AlgorithmDescriptor,
   type AlgorithmResult,
   type CounterAlgorithm,
   type CounterState,
@@ -217,5 +218,121 @@ export const slidingWindow: CounterAlgorithm = {
     if (state.length !== 1) return 0;
     const bucketMs = bucketMsFor(params.windowMs);
     return state.emptyAtMs / bucketMs - EXPIRY_SPAN;
+  },
+};
+
+/**
+ * `sliding_window`, everything about it (see {@link AlgorithmDescriptor}). Redis layout: a hash,
+ * `t` the running total of the stored buckets, `n` the newest bucket's index, `c` its hits, `h`
+ * the oldest stored bucket's index, and one field per older non-empty bucket (`index` -> hits).
+ * A call reads `t n c h` (HMGET) and writes what changed (one HSET); the older buckets are read
+ * only when the oldest one expires (then dropped with HDEL) or when an over-limit wait walks
+ * them. The TTL moves only when a new bucket starts.
+ */
+export const slidingWindowAlgorithm: AlgorithmDescriptor<'sliding_window'> = {
+  name: 'sliding_window',
+  tag: 'sw',
+  redisCode: 1,
+  steps: slidingWindow,
+  bounds: { acceptsBurst: false },
+  alignedResetHeader: false,
+  lua: {
+    constants: `-- sliding_window (src/algorithms/sliding-window.ts): SUB sub-buckets, each counted for SPAN.
+local SUB, SPAN = ${SUB_BUCKETS}, ${EXPIRY_SPAN}
+
+-- sliding_window: the stored older buckets h .. n-1 of a key, as indexes and hits (nil: empty).
+local function sw_older(key, h, n)
+  local idx = {}
+  for i = h, n - 1 do idx[#idx + 1] = i end
+  if #idx == 0 then return idx, idx end
+  return idx, redis.call('HMGET', key, unpack(idx))
+end
+`,
+    state: 'live = false, n = 0, c = 0, h = 0',
+    load: `      -- t: live total; n, c: newest bucket and its hits; h: oldest stored bucket.
+      local v = redis.call('HMGET', key, 't', 'n', 'c', 'h')
+      st.live = false
+      if v[1] then
+        local t, nb, c, h = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+        local b = ceil(w / SUB)
+        if b < 1 then b = 1 end
+        local oldest = floor(now / b) - SUB
+        if nb < oldest then
+          if not dry then redis.call('DEL', key) end
+        else
+          if h < oldest then
+            local idx, older = sw_older(key, h, nb)
+            local gone = {}
+            h = nb
+            for k = 1, #idx do
+              if older[k] then
+                if idx[k] >= oldest then
+                  h = idx[k]
+                  break
+                end
+                t = t - tonumber(older[k])
+                gone[#gone + 1] = idx[k]
+              end
+            end
+            if not dry then
+              if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+              redis.call('HSET', key, 't', t, 'h', h)
+            end
+          end
+          st.live, st.t, st.n, st.c, st.h = true, t, nb, c, h
+        end
+      end
+`,
+    charge: `        local b = ceil(w / SUB)
+        if b < 1 then b = 1 end
+        local idx = floor(now / b)
+        st.t = st.t + hits
+        if st.live and idx <= st.n then
+          -- The newest bucket (also when the clock went back behind it).
+          st.c = st.c + hits
+          redis.call('HSET', key, 't', st.t, 'c', st.c)
+        else
+          if st.live then
+            redis.call('HSET', key, st.n, st.c, 't', st.t, 'n', idx, 'c', hits)
+          else
+            st.live = true
+            st.h = idx
+            redis.call('HSET', key, 't', st.t, 'n', idx, 'c', hits, 'h', idx)
+          end
+          st.n, st.c = idx, hits
+          redis.call('PEXPIRE', key, (idx + SPAN) * b - now + grace)
+        end
+`,
+    result: `    local b = ceil(w / SUB)
+    if b < 1 then b = 1 end
+    if over then
+      local excess = st.t + hits - limit
+      if hits > limit then
+        reset = w
+      elseif excess > 0 then
+        reset = w
+        if st.live then
+          local freed = 0
+          local idx, older = sw_older(st.key, st.h, st.n)
+          local found = false
+          for k = 1, #idx do
+            if older[k] then
+              freed = freed + tonumber(older[k])
+              if freed >= excess then
+                reset = (idx[k] + SPAN) * b - now
+                found = true
+                break
+              end
+            end
+          end
+          if not found and freed + st.c >= excess then reset = (st.n + SPAN) * b - now end
+        end
+      end
+    else
+      rem = limit - st.t
+      if rem < 0 then rem = 0 end
+      if st.live then reset = (st.h + SPAN) * b - now end
+    end
+`,
   },
 };

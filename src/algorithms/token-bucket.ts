@@ -24,7 +24,13 @@
  *
  * `limit` 0 never refills: only 0 hits fit and the reset is one window.
  */
-import type { AlgorithmResult, CounterAlgorithm, CounterState, LimitParams } from './types.js';
+import type {
+  AlgorithmDescriptor,
+  AlgorithmResult,
+  CounterAlgorithm,
+  CounterState,
+  LimitParams,
+} from './types.js';
 
 /** Largest `burst x windowMs` the arithmetic keeps exact (2^53 - 1). */
 export const TOKEN_BUCKET_MAX_PRODUCT = Number.MAX_SAFE_INTEGER;
@@ -154,5 +160,108 @@ export const tokenBucket: CounterAlgorithm = {
   impliedFirst(state) {
     if (state.emptyAtMs === 0) return 0;
     return state.total > 0 ? state.emptyAtMs - 1 : state.emptyAtMs;
+  },
+};
+
+/**
+ * `token_bucket`, everything about it (see {@link AlgorithmDescriptor}). Redis layout: a hash, `s`
+ * the TAT in whole ms, `n` the TAT's ticks of 1/limit ms.
+ */
+export const tokenBucketAlgorithm: AlgorithmDescriptor<'token_bucket'> = {
+  name: 'token_bucket',
+  tag: 'tb',
+  redisCode: 3,
+  steps: tokenBucket,
+  bounds: {
+    acceptsBurst: true,
+    check({ requestsPerUnit, burst, burstWritten, windowMs }) {
+      const capacity = burst ?? requestsPerUnit;
+      if (capacity * windowMs <= TOKEN_BUCKET_MAX_PRODUCT) return undefined;
+      return {
+        field: burstWritten ? 'burst' : 'requests_per_unit',
+        at: burstWritten ? 'burst' : 'limit',
+        message:
+          `token_bucket capacity ${capacity} x window ${windowMs} ms is too large to count exactly ` +
+          `(the product must stay below 2^53); use a smaller burst or a shorter window`,
+      };
+    },
+  },
+  alignedResetHeader: false,
+  lua: {
+    state: 's = 0, n = 0, e = 0',
+    load: `      -- s: TAT whole ms; n: TAT ticks of 1/limit ms; e: when the bucket is full again.
+      local v = redis.call('HMGET', key, 's', 'n')
+      st.s, st.n, st.e = 0, 0, 0
+      if v[1] then
+        st.s = tonumber(v[1])
+        st.n = tonumber(v[2]) or 0
+        if st.n > 0 then st.e = st.s + 1 else st.e = st.s end
+        if now >= st.e then st.s, st.n, st.e = 0, 0, 0 end
+      end
+`,
+    room: `    if limit <= 0 then
+      room = cum <= 0
+    else
+      local d = 0
+      if st.e ~= 0 then
+        d = (st.s - now) * limit + st.n
+        if d < 0 then d = 0 end
+      end
+      room = d + cum * w <= tonumber(ARGV[o + 4]) * w
+    end
+`,
+    charge: `        local L = tonumber(ARGV[o + 2])
+        if L > 0 then
+          local ms, ticks = st.s, st.n
+          if st.e == 0 or ms < now or (ms == now and ticks == 0) then
+            ms = now
+            ticks = 0
+          end
+          ticks = ticks + hits * w
+          local whole = floor(ticks / L)
+          ms = ms + whole
+          ticks = ticks - whole * L
+          st.s, st.n = ms, ticks
+          if ticks > 0 then st.e = ms + 1 else st.e = ms end
+          redis.call('HSET', key, 's', ms, 'n', ticks)
+          redis.call('PEXPIRE', key, st.e - now + grace)
+        end
+`,
+    result: `    local L, B = limit, tonumber(ARGV[o + 4])
+    if L <= 0 then
+      reset = w
+    else
+      local d = 0
+      if st.e ~= 0 then
+        d = (st.s - now) * L + st.n
+        if d < 0 then d = 0 end
+      end
+      local room = B * w - d
+      if room > 0 then rem = floor(room / w) end
+      -- The wait until the deficit is at most allowed ticks (exact integer GCRA).
+      local allowed = -1
+      if over then
+        rem = 0
+        if hits > B then reset = w else allowed = (B - hits) * w end
+      elseif rem < B then
+        allowed = (B - rem - 1) * w
+      end
+      if allowed >= 0 and d > allowed then
+        local x = st.n - allowed
+        local q = floor(x / L)
+        local r = x - q * L
+        if r < 0 then
+          q = q - 1
+          r = r + L
+        elseif r >= L then
+          q = q + 1
+          r = r - L
+        end
+        local at = st.s + q
+        if r > 0 then at = at + 1 end
+        if at > now then reset = at - now end
+      end
+    end
+`,
   },
 };

@@ -1,25 +1,9 @@
 /**
- * What every counting algorithm shares: its name and the shape of a decision. The algorithm
- * modules next to this file are the normative definitions (docs/semantics.md §4); the Redis store's
- * Lua scripts port them line by line.
+ * What every counting algorithm shares: the shape of its state, of a decision, and of the
+ * descriptor each algorithm module exports (name, key tag, Redis code, Lua fragments, config
+ * bounds, steps). The algorithm modules next to this file are the normative definitions
+ * (docs/semantics.md §4); index.ts lists them, and everything else is derived from that list.
  */
-
-/** Counting algorithms (`rate_limit.algorithm`); see docs/algorithms.md for when to pick which. */
-export type Algorithm = 'sliding_window' | 'fixed_window' | 'token_bucket' | 'sliding_log';
-
-/** Every algorithm, in documentation order. */
-export const ALGORITHMS: readonly Algorithm[] = [
-  'sliding_window',
-  'fixed_window',
-  'token_bucket',
-  'sliding_log',
-];
-
-/**
- * Most `requests_per_unit` a `sliding_log` rule may have: the log keeps one timestamp per admitted
- * hit, so one key holds up to this many numbers (8 bytes each in memory).
- */
-export const SLIDING_LOG_MAX_LIMIT = 10_000;
 
 /** The decision for one counter, written by an algorithm's `result` function. */
 export interface AlgorithmResult {
@@ -118,4 +102,98 @@ export interface CounterAlgorithm {
    * this; it must check, when it stores a state, that this gives back the real number.
    */
   impliedFirst(state: CounterState, params: LimitParams): number;
+}
+
+/** The numbers of one limit that {@link LimitBounds.check} sees. */
+export interface BoundedLimit {
+  /** `requests_per_unit`. */
+  readonly requestsPerUnit: number;
+  /** `burst`; `undefined` when absent or not a valid count. */
+  readonly burst: number | undefined;
+  /** Whether the limit has a `burst` key at all (valid or not). */
+  readonly burstWritten: boolean;
+  /** Window length in ms (unit x unit_multiplier). */
+  readonly windowMs: number;
+}
+
+/** A limit an algorithm cannot count (a config error, reported by config/validate.ts). */
+export interface BoundProblem {
+  /** The limit field the problem is reported under (its path ends in it). */
+  readonly field: 'requests_per_unit' | 'burst';
+  /** Where the source position points: the `burst` key, the `algorithm` key, or the limit. */
+  readonly at: 'burst' | 'algorithm' | 'limit';
+  /** What is wrong and what to write instead. */
+  readonly message: string;
+}
+
+/** What config validation checks of a limit, per algorithm. */
+export interface LimitBounds {
+  /** Whether a limit of this algorithm may set `burst` (otherwise validation refuses it). */
+  readonly acceptsBurst: boolean;
+  /**
+   * The problem with one limited limit (a known unit, not `unlimited`), or `undefined` when the
+   * algorithm counts it exactly. Absent: every such limit is fine.
+   */
+  check?(limit: BoundedLimit): BoundProblem | undefined;
+}
+
+/**
+ * The algorithm's part of the Redis store's apply script (stores/redis/apply-script.ts, which
+ * assembles the whole script from these and documents KEYS, ARGV, the reply, and the locals each
+ * part may use). Each part is Lua source, indented as it sits in the script; the script runs a
+ * part only for the specs of its algorithm, so a part never tests the algorithm code itself.
+ * Constants (sub-bucket counts, chunk sizes) are interpolated from the module's own TypeScript
+ * constants, never written twice by hand. Every part shares one Lua chunk: chunk-level names an
+ * algorithm declares (`constants`, `setup`) must differ from every other algorithm's (`sw_older`,
+ * `fwtot`, `CHUNK`; a tag prefix is the safe choice), and a `finish` part must touch only its own
+ * algorithm's states.
+ */
+export interface LuaFragments {
+  /** Chunk-level locals and helper functions this algorithm's parts use (run once per call). */
+  readonly constants?: string;
+  /** Fields of the per-key state table `st` and their initial values, e.g. `'len = 0'`. */
+  readonly state?: string;
+  /** Locals set up after the shared ones, before any spec is looked at. */
+  readonly setup?: string;
+  /** A first look at each spec of this algorithm, before any key is read (`o`, `a`, `i`). */
+  readonly scan?: string;
+  /** Pass 1, first spec of a key: load `st` from `key` and forget what has expired. */
+  readonly load: string;
+  /** Pass 1: set `room` for the cumulative hits `cum`; absent: `room = st.t + cum <= limit`. */
+  readonly room?: string;
+  /** Pass 2 (admitted, not dry): charge `hits` (> 0) to `st` and `key`. */
+  readonly charge: string;
+  /** After pass 2, whatever was decided: settle what the parts above left pending. */
+  readonly finish?: string;
+  /** Pass 3: set `rem` and `reset` for spec `i` (`over`, cumulative `hits`). */
+  readonly result: string;
+}
+
+/**
+ * One counting algorithm: everything the rest of the service needs to know about it, in its own
+ * module. A new algorithm is a new module exporting one of these plus an entry in index.ts's list
+ * (ARCHITECTURE.md, "Where does X go").
+ */
+export interface AlgorithmDescriptor<Name extends string = string> {
+  /** `rate_limit.algorithm` and `DEFAULT_ALGORITHM` value (lower case). */
+  readonly name: Name;
+  /**
+   * Short tag in every counter key (limiter/keys.ts) and the name of its Lua constant (upper
+   * case): lower-case letters and digits, distinct among the algorithms. Changing it orphans
+   * every stored counter.
+   */
+  readonly tag: string;
+  /** Its code in the apply script's ARGV (a positive integer, distinct among the algorithms). */
+  readonly redisCode: number;
+  /** The memory-side definition. */
+  readonly steps: CounterAlgorithm;
+  /** What config validation checks of its limits. */
+  readonly bounds: LimitBounds;
+  /** Its part of the Redis apply script. */
+  readonly lua: LuaFragments;
+  /**
+   * Whether the rate limit reset header counts to the end of the epoch-aligned window (as the
+   * reference computes it for its fixed windows) instead of from the decision's reset.
+   */
+  readonly alignedResetHeader: boolean;
 }

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { SluiceError } from '../errors.js';
+import { MAX_UINT32 } from '../model.js';
 import { rlsClientConstructor } from '../transport/grpc/proto.js';
 
 /** What to send. */
@@ -131,7 +132,7 @@ interface WireStatus {
 }
 
 /** `limit_remaining` of an unlimited rule. */
-const UNLIMITED_REMAINING = 4294967295;
+const UNLIMITED_REMAINING = MAX_UINT32;
 
 /**
  * The exit status of `sluice query` for an answer: 0 when the overall code is OK, 2 when it is

@@ -3,6 +3,7 @@
  * prepared here, once per snapshot: per-level maps, compiled wildcards, and one frozen LimitMatch
  * per rule node, so matching itself allocates nothing.
  */
+import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import { UNIT_MS, type RateLimitRule, type RateLimitUnit, type RuleLimit } from '../model.js';
 import { ConfigLevel, ConfigNode, type Algorithm, type LimitMatch } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
@@ -33,7 +34,7 @@ const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
  */
 export function buildDomains(
   configs: readonly FileConfig[],
-  defaultAlgorithm: Algorithm = 'sliding_window',
+  defaultAlgorithm: Algorithm = DEFAULT_ALGORITHM,
 ): Map<string, BuiltDomain> {
   const domains = new Map<string, BuiltDomain>();
   for (const config of configs) {

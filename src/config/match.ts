@@ -5,6 +5,7 @@
  * This is the hot path: the common case (no override) walks prebuilt maps and returns a LimitMatch
  * built with the snapshot, allocating nothing.
  */
+import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import { UNIT_MS, type RateLimitRule, type RequestDescriptor } from '../model.js';
 import type { Algorithm, ConfigLevel, ConfigNode, LimitMatch, WildcardNode } from './types.js';
 import { matchGlob } from './glob.js';
@@ -84,7 +85,7 @@ export function lookup(level: ConfigLevel, key: string, value: string): ConfigNo
 export function overrideLimit(
   domain: string,
   descriptor: RequestDescriptor,
-  algorithm: Algorithm = 'sliding_window',
+  algorithm: Algorithm = DEFAULT_ALGORITHM,
 ): LimitMatch | undefined {
   const override = descriptor.limit;
   if (override === undefined || override.unit === undefined) return undefined;

@@ -1,6 +1,7 @@
 /**
  * The immutable ConfigSnapshot: files -> parse -> validate -> build, in one call.
  */
+import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import type { RequestDescriptor } from '../model.js';
 import { ConfigError, type ConfigProblem } from '../errors.js';
 import type { Algorithm, ConfigLevel, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
@@ -29,7 +30,7 @@ export function buildSnapshot(
     sorted.map((file) => file.name),
     buildDomains(valid, options.defaultAlgorithm),
     warnings,
-    options.defaultAlgorithm ?? 'sliding_window',
+    options.defaultAlgorithm ?? DEFAULT_ALGORITHM,
   );
 }
 

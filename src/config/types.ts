@@ -8,7 +8,7 @@ import type { ConfigProblem } from '../errors.js';
 import type { RateLimitRule, RequestDescriptor } from '../model.js';
 import type { Glob } from './glob.js';
 
-export type { Algorithm } from '../algorithms/types.js';
+export type { Algorithm } from '../algorithms/index.js';
 
 /** Where a matched rule came from and how its counter is keyed. */
 export interface LimitMatch {

@@ -32,9 +32,19 @@ import {
   type YamlNode,
 } from './parse.js';
 import { isWildcard } from './glob.js';
-import { ALGORITHMS, SLIDING_LOG_MAX_LIMIT, type Algorithm } from '../algorithms/types.js';
-import { TOKEN_BUCKET_MAX_PRODUCT } from '../algorithms/token-bucket.js';
+import {
+  ALGORITHM_BY_NAME,
+  ALGORITHM_DESCRIPTORS,
+  ALGORITHMS,
+  DEFAULT_ALGORITHM,
+  type Algorithm,
+} from '../algorithms/index.js';
 import { UNIT_MS } from '../model.js';
+
+/** The algorithms whose limits may set `burst`, as the error message names them. */
+const BURST_ALGORITHMS = ALGORITHM_DESCRIPTORS.filter((algorithm) => algorithm.bounds.acceptsBurst)
+  .map((algorithm) => algorithm.name)
+  .join(' or ');
 
 /** A validated `rate_limit` block. */
 export interface RateLimitConfig {
@@ -234,7 +244,7 @@ export function validateFiles(
     } else {
       // The file may hold up to what is left of the total, and at most its own bound.
       const allowed = Math.min(maxPerFile, maxRules - rules);
-      const walker = new Walker(parsed, options.defaultAlgorithm ?? 'sliding_window', allowed);
+      const walker = new Walker(parsed, options.defaultAlgorithm ?? DEFAULT_ALGORITHM, allowed);
       configs.push(walker.root(parsed.root));
       rules += walker.rules;
       if (walker.rules > maxPerFile) {
@@ -581,36 +591,34 @@ class Walker {
     }
 
     const effective = algorithm ?? this.defaultAlgorithm;
-    if (burstEntry !== undefined && effective !== 'token_bucket') {
+    const bounds = ALGORITHM_BY_NAME[effective].bounds;
+    if (burstEntry !== undefined && !bounds.acceptsBurst) {
       this.sink.add(
         `${path}.burst`,
-        `burst applies only to algorithm: token_bucket, but this limit uses ${effective}` +
+        `burst applies only to algorithm: ${BURST_ALGORITHMS}, but this limit uses ${effective}` +
           (algorithm === undefined ? ' (the default algorithm)' : '') +
-          '; remove burst or set algorithm: token_bucket',
+          `; remove burst or set algorithm: ${BURST_ALGORITHMS}`,
         burstEntry.keyNode,
       );
       valid = false;
     }
     if (unit !== undefined && !unlimited) {
+      // The algorithm's own bounds (its descriptor in src/algorithms/).
       const windowMs = UNIT_MS[unit] * unitMultiplier;
-      if (effective === 'token_bucket') {
-        const capacity = burst ?? requestsPerUnit;
-        if (capacity * windowMs > TOKEN_BUCKET_MAX_PRODUCT) {
-          this.sink.add(
-            burstEntry === undefined ? `${path}.requests_per_unit` : `${path}.burst`,
-            `token_bucket capacity ${capacity} x window ${windowMs} ms is too large to count exactly ` +
-              `(the product must stay below 2^53); use a smaller burst or a shorter window`,
-            burstEntry?.keyNode ?? node,
-          );
-          valid = false;
-        }
-      } else if (effective === 'sliding_log' && requestsPerUnit > SLIDING_LOG_MAX_LIMIT) {
-        this.sink.add(
-          `${path}.requests_per_unit`,
-          `sliding_log keeps one timestamp per admitted hit, so requests_per_unit is at most ` +
-            `${SLIDING_LOG_MAX_LIMIT} (found ${requestsPerUnit}); use sliding_window for larger limits`,
-          algorithmEntry?.keyNode ?? node,
-        );
+      const problem = bounds.check?.({
+        requestsPerUnit,
+        burst,
+        burstWritten: burstEntry !== undefined,
+        windowMs,
+      });
+      if (problem !== undefined) {
+        const at =
+          problem.at === 'burst'
+            ? burstEntry?.keyNode
+            : problem.at === 'algorithm'
+              ? algorithmEntry?.keyNode
+              : undefined;
+        this.sink.add(`${path}.${problem.field}`, problem.message, at ?? node);
         valid = false;
       }
     }

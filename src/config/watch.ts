@@ -1,7 +1,7 @@
 /**
  * Hot reload: watch the rule directories and rebuild a whole new snapshot when they change.
  */
-import type { Algorithm } from '../algorithms/types.js';
+import type { Algorithm } from '../algorithms/index.js';
 import { watch, type FSWatcher } from 'node:fs';
 import { lstat, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';

@@ -11,16 +11,16 @@
  * entry on its first unescaped `=` or `#`), so the key is injective in
  * (algorithm, window, domain, entries, shared pattern).
  */
-import type { Algorithm, LimitMatch } from '../config/types.js';
+import { ALGORITHM_DESCRIPTORS, type Algorithm } from '../algorithms/index.js';
+import type { LimitMatch } from '../config/types.js';
 import type { DescriptorEntry } from '../model.js';
 
-/** Short tag of each algorithm in a counter key; a new algorithm must get a distinct tag. */
-export const ALGORITHM_TAGS: Readonly<Record<Algorithm, string>> = {
-  sliding_window: 'sw',
-  fixed_window: 'fw',
-  token_bucket: 'tb',
-  sliding_log: 'sl',
-};
+/** Short tag of each algorithm in a counter key (its descriptor's `tag`, distinct per algorithm). */
+export const ALGORITHM_TAGS: Readonly<Record<Algorithm, string>> = Object.freeze(
+  Object.fromEntries(
+    ALGORITHM_DESCRIPTORS.map((algorithm) => [algorithm.name, algorithm.tag]),
+  ) as Record<Algorithm, string>,
+);
 
 const SPECIAL = /[\\|=#]/;
 const SPECIAL_ALL = /[\\|=#]/g;

@@ -7,7 +7,14 @@
  *   on OVER_LIMIT;
  * - an RFC 9457 `application/problem+json` body for rejections.
  */
-import type { DescriptorStatus, HeaderValue, RateLimitResponse, RuleLimit } from '../model.js';
+import { ALGORITHM_BY_NAME } from '../algorithms/index.js';
+import {
+  MAX_UINT32,
+  type DescriptorStatus,
+  type HeaderValue,
+  type RateLimitResponse,
+  type RuleLimit,
+} from '../model.js';
 
 /** How headers are written; `undefined` in the service options means no headers. */
 export interface HeaderOptions {
@@ -28,7 +35,7 @@ export function referenceHeaderStatus(
   statuses: readonly DescriptorStatus[],
 ): DescriptorStatus | undefined {
   let chosen: DescriptorStatus | undefined;
-  let least = 4_294_967_295;
+  let least = MAX_UINT32;
   for (const status of statuses) {
     if (status.currentLimit !== undefined && status.limitRemaining < least) {
       chosen = status;
@@ -44,13 +51,17 @@ export function referenceHeaderStatus(
 
 /**
  * Whole seconds until `status` resets, as the reference computes its reset header: for a fixed
- * window (and when no duration is known) the seconds left in the epoch-aligned window at `nowMs`
- * (`window - now % window`); otherwise the status's `duration_until_reset` rounded up.
+ * window (an algorithm whose descriptor sets `alignedResetHeader`), and when no duration is
+ * known, the seconds left in the epoch-aligned window at `nowMs` (`window - now % window`);
+ * otherwise the status's `duration_until_reset` rounded up.
  */
 export function resetSeconds(status: DescriptorStatus, nowMs: number): number {
   const limit = reportedLimit(status);
   const duration = status.durationUntilResetMs;
-  if (limit !== undefined && (limit.algorithm === 'fixed_window' || duration === undefined)) {
+  if (
+    limit !== undefined &&
+    (ALGORITHM_BY_NAME[limit.algorithm].alignedResetHeader || duration === undefined)
+  ) {
     const windowS = Math.max(1, Math.round(limit.windowMs / 1000));
     return windowS - (Math.floor(nowMs / 1000) % windowS);
   }

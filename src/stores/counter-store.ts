@@ -2,7 +2,7 @@
  * The counter store: where hits are counted. The limiter turns one request into one call of
  * `apply()`; the store makes the all-or-nothing decision atomically (docs/semantics.md §3).
  */
-import type { Algorithm, AlgorithmResult } from '../algorithms/types.js';
+import type { Algorithm, AlgorithmResult } from '../algorithms/index.js';
 
 /**
  * How a counter takes part in admission (docs/semantics.md §3):
@@ -40,24 +40,6 @@ export interface CounterSpec {
   quotaGroup?: number | undefined;
 }
 
-/**
- * The quota rule of a batch (docs/semantics.md §3): true when at least one spec has a
- * `quotaGroup` and every group holds a spec that lacks room (`over[i]`).
- */
-export function quotaRejects(specs: readonly CounterSpec[], over: readonly boolean[]): boolean {
-  let groups: Map<number, boolean> | undefined;
-  for (let i = 0; i < specs.length; i++) {
-    const group = specs[i]!.quotaGroup;
-    if (group === undefined) continue;
-    groups ??= new Map();
-    if (over[i] === true) groups.set(group, true);
-    else if (!groups.has(group)) groups.set(group, false);
-  }
-  if (groups === undefined) return false;
-  for (const isOver of groups.values()) if (!isOver) return false;
-  return true;
-}
-
 /** The store's answer for one counter. */
 export interface CounterResult extends AlgorithmResult {
   /**
@@ -91,7 +73,7 @@ export interface CounterSnapshot {
 export interface CounterStore {
   /**
    * Check every spec and, if every `enforced` one has room for its hits and the quota rule does
-   * not reject ({@link quotaRejects}), charge every spec with hits > 0 except `quota` specs that
+   * not reject (the batch rule, stores/batch.ts), charge every spec with hits > 0 except `quota` specs that
    * lack room; otherwise charge none. Atomic with respect to
    * concurrent calls. Specs sharing a key are checked cumulatively, in order. Rejects only on a
    * store failure (SluiceError STORE_UNAVAILABLE), never for a decision.

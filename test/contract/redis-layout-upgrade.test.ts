@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALGORITHMS, type Algorithm } from '../../src/algorithms/types.js';
+import { ALGORITHMS, type Algorithm } from '../../src/algorithms/index.js';
 import { createManualClock } from '../../src/clock.js';
 import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { hashTagOf, redisKeyOf } from '../../src/stores/redis/keys.js';

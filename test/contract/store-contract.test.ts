@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALGORITHMS } from '../../src/algorithms/types.js';
+import { ALGORITHMS } from '../../src/algorithms/index.js';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';

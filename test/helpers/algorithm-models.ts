@@ -4,7 +4,7 @@
  * recomputes from it (the token bucket replays the classic "tokens and last refill" form in exact
  * integers instead of GCRA). Used by test/unit/algorithms-property.test.ts.
  */
-import type { Algorithm, LimitParams } from '../../src/algorithms/types.js';
+import type { Algorithm, LimitParams } from '../../src/algorithms/index.js';
 import { mulberry32, type ModelHit } from './sliding-model.js';
 
 export { mulberry32, type ModelHit };

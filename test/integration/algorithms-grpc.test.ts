@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import { ALGORITHMS } from '../../src/algorithms/types.js';
+import { ALGORITHMS } from '../../src/algorithms/index.js';
 import { durationMs, rlsRequest, type EnvoyResponse } from '../helpers/envoy-rls-client.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
 

@@ -13,7 +13,7 @@ import {
   type AlgorithmResult,
   type CounterState,
   type LimitParams,
-} from '../../src/algorithms/types.js';
+} from '../../src/algorithms/index.js';
 
 /** One counter driven the way a store drives it: refresh, check, charge when there is room, result. */
 class Counter {

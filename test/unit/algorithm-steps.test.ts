@@ -11,7 +11,7 @@ import {
   cloneCounterState,
   createCounterState,
   type LimitParams,
-} from '../../src/algorithms/types.js';
+} from '../../src/algorithms/index.js';
 
 const T0 = 1_699_999_980_000;
 const PARAMS: LimitParams = { limit: 3, windowMs: 60_000, burst: 3 };

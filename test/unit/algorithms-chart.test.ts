@@ -12,7 +12,7 @@ import {
   SCENARIO,
   simulate,
 } from '../../bench/algorithms-chart.js';
-import { ALGORITHMS } from '../../src/algorithms/types.js';
+import { ALGORITHMS } from '../../src/algorithms/index.js';
 
 /** `count` times from `from`, `step` ms apart. */
 function run(from: number, count: number, step = 500): number[] {

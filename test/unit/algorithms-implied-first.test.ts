@@ -12,7 +12,7 @@ import {
   createCounterState,
   type AlgorithmResult,
   type LimitParams,
-} from '../../src/algorithms/types.js';
+} from '../../src/algorithms/index.js';
 import { mulberry32 } from '../helpers/algorithm-models.js';
 
 const T0 = 1_700_000_000_123;

@@ -18,7 +18,7 @@ import {
   type AlgorithmResult,
   type CounterState,
   type LimitParams,
-} from '../../src/algorithms/types.js';
+} from '../../src/algorithms/index.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { MODELS, mulberry32, type ModelHit } from '../helpers/algorithm-models.js';
 import { propertyRuns } from '../helpers/property-budget.js';

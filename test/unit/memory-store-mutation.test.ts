@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { Algorithm } from '../../src/algorithms/types.js';
+import type { Algorithm } from '../../src/algorithms/index.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore, type EvictReason } from '../../src/stores/memory/memory-store.js';
 import { spec } from '../helpers/specs.js';

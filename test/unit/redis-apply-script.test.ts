@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EXPIRY_SPAN, SUB_BUCKETS } from '../../src/algorithms/sliding-window.js';
-import { ALGORITHMS } from '../../src/algorithms/types.js';
+import { ALGORITHMS } from '../../src/algorithms/index.js';
 import {
   ALGORITHM_CODES,
   APPLY_SCRIPT,

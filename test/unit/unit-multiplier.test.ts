@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import { ALGORITHMS, type Algorithm } from '../../src/algorithms/types.js';
+import { ALGORITHMS, type Algorithm } from '../../src/algorithms/index.js';
 import { SUB_BUCKETS } from '../../src/algorithms/sliding-window.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';

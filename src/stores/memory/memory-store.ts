@@ -8,7 +8,7 @@
  * - `meta` (Uint8): the state's shape: no stored pair, or one pair (sliding window or log), or
  *   {@link WIDE} (several pairs: the whole state object lives in a side `Map`; busy counters
  *   only); plus a "used since the clock hand last passed" bit;
- * - `limit` (Uint32): the limit of the last charge, for the debug view.
+ * - `limit` (Uint32): the limit of the last charge, for the debug view (MAX_UINT32 at most).
  * What else a quiet state holds (`stampMs`, or the first number of its one pair, whose second is
  * `total`) is implied by those (`CounterAlgorithm.impliedFirst`); a state for which it is not
  * is kept {@link WIDE}. Free slots are chained through `total`. The algorithms (src/algorithms)
@@ -39,6 +39,7 @@ import {
   type CounterState,
 } from '../../algorithms/index.js';
 import { SluiceError } from '../../errors.js';
+import { MAX_UINT32 } from '../../model.js';
 import type {
   BatchResult,
   CounterResult,
@@ -46,7 +47,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../counter-store.js';
-import { quotaRejects } from '../counter-store.js';
+import { admits, BatchKeys, charges } from '../batch.js';
 
 /** Why counters were dropped: all their hits had expired, or the key cap forced out live ones. */
 export type EvictReason = 'expired' | 'lru';
@@ -185,9 +186,6 @@ const INITIAL_CAPACITY = 1024;
  */
 const MAX_EXACT_TOTAL = Number.MAX_SAFE_INTEGER;
 
-/** Most a `limit` column cell holds (Uint32); larger limits show as this in the debug view. */
-const MAX_LIMIT_CELL = 0xffff_ffff;
-
 class MemoryStore implements CounterStore {
   private readonly clock: Clock;
   private readonly maxKeys: number;
@@ -227,12 +225,8 @@ class MemoryStore implements CounterStore {
   private readonly scratchRings: number[][] = [];
   /** Slot of each spec's counter, NONE when it does not exist (yet). */
   private readonly slotOf: number[] = [];
-  /** Index of the first spec of the batch with the same key. */
-  private readonly firstOf: number[] = [];
-  /** Cumulative hits of the specs so far on the key of the first spec (indexed by first spec). */
-  private readonly keyHits: number[] = [];
-  /** Cumulative hits on the key up to and including each spec. */
-  private readonly cumHits: number[] = [];
+  /** How the batch's specs share keys, and the cumulative hits each is checked with. */
+  private readonly batchKeys = new BatchKeys();
   private readonly over: boolean[] = [];
   /** Whether any spec on the key of each first spec was left without room. */
   private readonly limitingOf: boolean[] = [];
@@ -334,35 +328,22 @@ class MemoryStore implements CounterStore {
     const now = Math.floor(this.clock());
     const count = specs.length;
     const slots = this.slots;
-    const { states, slotOf, firstOf, keyHits, cumHits, over, limitingOf } = this;
+    const { states, slotOf, over, limitingOf } = this;
+    // The batch rule (stores/batch.ts): specs sharing a key are checked with cumulative hits.
+    const batchKeys = this.batchKeys;
+    batchKeys.group(specs);
+    const { firstOf, cumHits } = batchKeys;
 
     this.sweep(now, this.sweepBatch + count);
     this.batchCount = count;
 
     // Check every spec before charging any.
-    let admitted = true;
-    let quotaGroups = false;
-    // The first spec of each key: a scan for small batches, a map for large ones (a scan is
-    // quadratic, and MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors).
-    const firstByKey = count > 16 ? new Map<string, number>() : undefined;
     for (let i = 0; i < count; i++) {
       const spec = specs[i]!;
-      const key = spec.key;
-      let first = i;
-      if (firstByKey === undefined) {
-        for (let j = 0; j < i; j++) {
-          if (specs[j]!.key === key) {
-            first = j;
-            break;
-          }
-        }
-      } else {
-        first = firstByKey.get(key) ?? i;
-        if (first === i) firstByKey.set(key, i);
-      }
-      firstOf[i] = first;
+      const first = firstOf[i]!;
       let state: CounterState | undefined;
       if (first === i) {
+        const key = spec.key;
         let slot = slots.get(key) ?? NONE;
         if (slot !== NONE) {
           state = this.load(slot, i, spec);
@@ -381,32 +362,19 @@ class MemoryStore implements CounterStore {
           }
         }
         slotOf[i] = slot;
-        keyHits[i] = spec.hits;
       } else {
         state = states[first];
         slotOf[i] = NONE;
-        keyHits[first] = keyHits[first]! + spec.hits;
       }
       states[i] = state;
-      const cumulative = keyHits[first]!;
-      cumHits[i] = cumulative;
-      const lacksRoom = !ALGORITHM_STEPS[spec.algorithm].hasRoom(
-        state ?? EMPTY,
-        now,
-        cumulative,
-        spec,
-      );
-      over[i] = lacksRoom;
-      if (lacksRoom && spec.mode === 'enforced') admitted = false;
-      if (spec.quotaGroup !== undefined) quotaGroups = true;
+      over[i] = !ALGORITHM_STEPS[spec.algorithm].hasRoom(state ?? EMPTY, now, cumHits[i]!, spec);
     }
-    if (admitted && quotaGroups && quotaRejects(specs, over)) admitted = false;
+    const admitted = admits(specs, over);
 
     if (admitted) {
       for (let i = 0; i < count; i++) {
         const spec = specs[i]!;
-        if (!(spec.hits > 0)) continue;
-        if (spec.mode === 'quota' && over[i]!) continue;
+        if (!charges(spec, over[i]!)) continue;
         const first = firstOf[i]!;
         let state = states[first];
         if (state === undefined) {
@@ -426,7 +394,7 @@ class MemoryStore implements CounterStore {
         // The cap's reclaim reads the column: a counter charged here must not look expired
         // to an insert later in this batch.
         this.emptyAt[slot] = state.emptyAtMs;
-        this.limit[slot] = spec.limit < MAX_LIMIT_CELL ? spec.limit : MAX_LIMIT_CELL;
+        this.limit[slot] = spec.limit < MAX_UINT32 ? spec.limit : MAX_UINT32;
       }
     }
 

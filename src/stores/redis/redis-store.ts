@@ -21,7 +21,7 @@ import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StoreMetricsSink } from '../../metrics/metrics.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
-import { quotaRejects } from '../counter-store.js';
+import { admits, cumulativeHits } from '../batch.js';
 import { ALGORITHM_CODES, APPLY_SCRIPT, MODE_CODES } from './apply-script.js';
 import { hashTagOf, redisKeyOf, slotOfTag } from './keys.js';
 import { LocalOverLimitCache } from './local-cache.js';
@@ -366,26 +366,22 @@ class RedisStore implements CounterStore {
       return decode(reply, specs.length);
     }
     // No script sees every quota group: each gets its quota counters as never rejecting, and the
-    // quota rule is applied to the merged results below (after the charge, as across groups the
-    // all-or-nothing rule is too).
+    // batch rule (stores/batch.ts) is applied to the merged results below (after the charge, as
+    // across groups the all-or-nothing rule is too). A script admits its group iff none of its
+    // enforced specs is over, so this agrees with every script's own answer.
     const replies = await Promise.all(groups.map((group) => this.call(group, specs, dry, false)));
     const results = new Array<CounterResult>(specs.length);
-    let admitted = true;
+    const over = new Array<boolean>(specs.length);
     for (let g = 0; g < groups.length; g++) {
       const partial = decode(replies[g], groups[g]!.indexes.length);
-      if (!partial.admitted) admitted = false;
       const indexes = groups[g]!.indexes;
-      for (let k = 0; k < indexes.length; k++) results[indexes[k]!] = partial.results[k]!;
+      for (let k = 0; k < indexes.length; k++) {
+        const result = partial.results[k]!;
+        results[indexes[k]!] = result;
+        over[indexes[k]!] = result.overLimit;
+      }
     }
-    if (
-      admitted &&
-      quotaRejects(
-        specs,
-        results.map((r) => r.overLimit),
-      )
-    )
-      admitted = false;
-    return { admitted, results };
+    return { admitted: admits(specs, over), results };
   }
 
   /** Split the specs by client and (on a cluster) by hash slot, keeping their order in each. */
@@ -471,23 +467,6 @@ class RedisStore implements CounterStore {
       });
     }
   }
-}
-
-/**
- * For each spec, its hits plus those of the earlier specs on its key (the script's cumulative
- * check), in one pass: a scan per spec would be quadratic in the batch, and
- * MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors.
- */
-function cumulativeHits(specs: readonly CounterSpec[]): number[] {
-  const out = new Array<number>(specs.length);
-  const byKey = new Map<string, number>();
-  for (let i = 0; i < specs.length; i++) {
-    const spec = specs[i]!;
-    const hits = (byKey.get(spec.key) ?? 0) + spec.hits;
-    byKey.set(spec.key, hits);
-    out[i] = hits;
-  }
-  return out;
 }
 
 /** Decode the script's reply for `count` specs. */

@@ -1,0 +1,106 @@
+/**
+ * The batch rule (docs/semantics.md §3), once for every store: one request is one batch of
+ * counter specs, decided all or nothing.
+ *
+ * - Specs sharing a key are checked cumulatively, in order: spec `i` has room iff its counter
+ *   fits the hits of every spec up to `i` on that key ({@link BatchKeys}).
+ * - The batch is admitted iff every `enforced` spec has room and the quota rule does not reject
+ *   ({@link admits}, {@link quotaRejects}).
+ * - An admitted batch charges every spec with hits, `shadow` ones even when over, `quota` ones
+ *   only when they had room ({@link charges}); a rejected one charges nothing.
+ *
+ * The memory store runs the whole rule through these functions. The Redis store uses them on
+ * its client side (the local over-limit cache's cumulative hits, the merge of several script
+ * calls); the check and charge themselves must run inside one Lua script to be atomic, so
+ * apply-script.ts keeps a server-side copy of this rule in Lua. The store contract tests run
+ * both stores through the same batches to keep the two copies in step.
+ */
+import type { CounterSpec } from './counter-store.js';
+
+/** Batches longer than this find each spec's first spec with a map, shorter ones with a scan. */
+const SCAN_LIMIT = 16;
+
+/**
+ * How the specs of one batch share keys, with reusable arrays (a store keeps one instance and
+ * calls {@link BatchKeys.group} per batch; only the first `specs.length` entries are meaningful).
+ */
+export class BatchKeys {
+  /** Index of the first spec of the batch with the same key as each spec (itself when none). */
+  readonly firstOf: number[] = [];
+  /** Each spec's hits plus those of the earlier specs on its key: what it is checked with. */
+  readonly cumHits: number[] = [];
+  /** Running hits on the key of each first spec (indexed by first spec). */
+  private readonly keyHits: number[] = [];
+
+  /** Fill {@link firstOf} and {@link cumHits} for `specs`. */
+  group(specs: readonly CounterSpec[]): void {
+    const { firstOf, cumHits, keyHits } = this;
+    const count = specs.length;
+    // A scan is quadratic, and MAX_DESCRIPTORS_PER_REQUEST allows up to 100,000 descriptors.
+    const firstByKey = count > SCAN_LIMIT ? new Map<string, number>() : undefined;
+    for (let i = 0; i < count; i++) {
+      const spec = specs[i]!;
+      const key = spec.key;
+      let first = i;
+      if (firstByKey === undefined) {
+        for (let j = 0; j < i; j++) {
+          if (specs[j]!.key === key) {
+            first = j;
+            break;
+          }
+        }
+      } else {
+        first = firstByKey.get(key) ?? i;
+        if (first === i) firstByKey.set(key, i);
+      }
+      firstOf[i] = first;
+      const hits = first === i ? spec.hits : keyHits[first]! + spec.hits;
+      keyHits[first] = hits;
+      cumHits[i] = hits;
+    }
+  }
+}
+
+/** Each spec's cumulative hits (see {@link BatchKeys.cumHits}), in a new array. */
+export function cumulativeHits(specs: readonly CounterSpec[]): number[] {
+  const keys = new BatchKeys();
+  keys.group(specs);
+  return keys.cumHits.slice(0, specs.length);
+}
+
+/**
+ * The quota rule of a batch: true when at least one spec has a `quotaGroup` and every group
+ * holds a spec that lacks room (`over[i]`).
+ */
+export function quotaRejects(specs: readonly CounterSpec[], over: readonly boolean[]): boolean {
+  let groups: Map<number, boolean> | undefined;
+  for (let i = 0; i < specs.length; i++) {
+    const group = specs[i]!.quotaGroup;
+    if (group === undefined) continue;
+    groups ??= new Map();
+    if (over[i] === true) groups.set(group, true);
+    else if (!groups.has(group)) groups.set(group, false);
+  }
+  if (groups === undefined) return false;
+  for (const isOver of groups.values()) if (!isOver) return false;
+  return true;
+}
+
+/**
+ * Whether a batch is admitted, given which specs lack room (`over[i]`, checked with their
+ * cumulative hits): every `enforced` spec has room and {@link quotaRejects} is false.
+ */
+export function admits(specs: readonly CounterSpec[], over: readonly boolean[]): boolean {
+  let quota = false;
+  for (let i = 0; i < specs.length; i++) {
+    const spec = specs[i]!;
+    if (spec.mode === 'enforced' && over[i] === true) return false;
+    if (spec.quotaGroup !== undefined) quota = true;
+  }
+  return !quota || !quotaRejects(specs, over);
+}
+
+/** Whether an admitted batch charges `spec`, which lacked room when `over`. */
+export function charges(spec: CounterSpec, over: boolean): boolean {
+  return spec.hits > 0 && !(spec.mode === 'quota' && over);
+}
