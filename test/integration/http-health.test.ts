@@ -13,7 +13,7 @@ import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { createGrpcServer, type GrpcServer } from '../../src/transport/grpc/server.js';
 import { createHttpServer, type HttpServer } from '../../src/transport/http/server.js';
-import { buildSnapshot } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
 import {
   ensureBuilt,
   freePort,
