@@ -66,11 +66,7 @@ type StatusMaybeFromLocalCache = DescriptorStatus & {
  * key; for a RateLimitOverride the request's `key_value` path; for `detailed_metric` every entry
  * as `key_value`; for `value_to_metric` the rule's level with the request's value.
  */
-export function statsKey(
-  domain: string,
-  descriptor: RequestDescriptor,
-  rule: RateLimitRule,
-): string {
+function statsKey(domain: string, descriptor: RequestDescriptor, rule: RateLimitRule): string {
   const entries = descriptor.entries;
   if (rule.fromOverride) {
     let key = domain;
