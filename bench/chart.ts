@@ -32,12 +32,13 @@ const COLORS: Readonly<Record<string, string>> = {
   reference: '#d62728',
 };
 
-function esc(text: string): string {
+/** `text` escaped for SVG text and attribute values. */
+export function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
 /** "Nice" upper bound and tick step for an axis reaching `max`. */
-function niceScale(max: number): { top: number; step: number } {
+export function niceScale(max: number): { top: number; step: number } {
   const raw = max / 5;
   const magnitude = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= raw)!;

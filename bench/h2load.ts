@@ -93,7 +93,7 @@ export interface H2loadResult {
 const PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
 /** `4x32` */
-export function shapeKey(shape: Shape): string {
+function shapeKey(shape: Shape): string {
   return `${shape.connections}x${shape.streams}`;
 }
 

@@ -133,7 +133,7 @@ export async function waitForPort(
  * The pids of `pid` and every process below it, from /proc (a sluice started with `WORKERS` > 1
  * serves from worker processes forked by the first).
  */
-export function processTree(pid: number): number[] {
+function processTree(pid: number): number[] {
   const out = [pid];
   for (let i = 0; i < out.length; i++) {
     try {

@@ -31,7 +31,8 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadSluice, REPO_ROOT, SLUICE_MAIN, type Sluice } from './dist.js';
 import { grid } from './h2load.js';
-import { percentile, si } from './report.js';
+import { esc, niceScale } from './chart.js';
+import { median, percentile, si } from './report.js';
 import { freePort, processCpuMs, waitForPort } from './servers.js';
 import { fourRequest, toWire, writeRules } from './workloads.js';
 
@@ -490,13 +491,6 @@ function slope(xs: readonly number[], ys: readonly number[]): number {
   return den === 0 ? 0 : num / den;
 }
 
-function medianOf(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
-
 /**
  * The verdict over the samples after warm-up:
  * - RSS and heap: the least-squares trend across the window, as a share of the window's mean,
@@ -534,8 +528,8 @@ export function judge(samples: readonly SoakSample[], warmupMinutes: number): So
     );
   }
   const half = after.length >> 1;
-  const p99First = medianOf(after.slice(0, half).map((s) => s.p99Ms));
-  const p99Second = medianOf(after.slice(half).map((s) => s.p99Ms));
+  const p99First = median(after.slice(0, half).map((s) => s.p99Ms));
+  const p99Second = median(after.slice(half).map((s) => s.p99Ms));
   const p99Ok = p99Second <= P99_DRIFT_LIMIT * p99First;
   pass &&= p99Ok;
   const maxP99 = Math.max(...samples.map((s) => s.p99Ms));
@@ -577,7 +571,7 @@ export function judge(samples: readonly SoakSample[], warmupMinutes: number): So
   );
   const rates = samples.map((s) => s.achieved / s.offered);
   lines.push(
-    `info achieved/offered: median ${(medianOf(rates) * 100).toFixed(1)}%, lowest ` +
+    `info achieved/offered: median ${(median([...rates]) * 100).toFixed(1)}%, lowest ` +
       `${(Math.min(...rates) * 100).toFixed(1)}%; evictions ${si(samples[samples.length - 1]!.evictions)}`,
   );
   lines.unshift(`verdict: ${pass ? 'PASS' : 'FAIL'}`);
@@ -629,18 +623,6 @@ export function summaryTable(samples: readonly SoakSample[], everyMinutes = 5): 
       s.load1.toFixed(2),
     ]),
   );
-}
-
-function esc(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-}
-
-/** "Nice" upper bound and tick step for an axis reaching `max`. */
-function niceScale(max: number): { top: number; step: number } {
-  const raw = max / 5;
-  const magnitude = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= raw)!;
-  return { top: Math.ceil(max / step) * step, step };
 }
 
 /**

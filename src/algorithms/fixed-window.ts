@@ -33,7 +33,7 @@ export function windowStartMs(nowMs: number, windowMs: number): number {
 }
 
 /** Reset the count when the window that holds it has ended. */
-export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
+function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
   if (state.emptyAtMs !== 0 && Math.floor(nowMs) >= state.emptyAtMs) {
     state.total = 0;
     state.emptyAtMs = 0;
@@ -42,22 +42,12 @@ export function refresh(state: CounterState, nowMs: number, params: LimitParams)
 }
 
 /** `total + hits <= limit`. */
-export function hasRoom(
-  state: CounterState,
-  _nowMs: number,
-  hits: number,
-  params: LimitParams,
-): boolean {
+function hasRoom(state: CounterState, _nowMs: number, hits: number, params: LimitParams): boolean {
   return state.total + hits <= params.limit;
 }
 
 /** Add `hits` to the window of `nowMs` (after {@link refresh}). */
-export function charge(
-  state: CounterState,
-  nowMs: number,
-  hits: number,
-  params: LimitParams,
-): void {
+function charge(state: CounterState, nowMs: number, hits: number, params: LimitParams): void {
   if (!(hits > 0)) return;
   if (state.emptyAtMs === 0) {
     const start = windowStartMs(nowMs, params.windowMs);
@@ -68,7 +58,7 @@ export function charge(
 }
 
 /** The decision: remaining `limit - total`, reset at the window end. */
-export function result(
+function result(
   state: CounterState,
   nowMs: number,
   _hits: number,

@@ -9,7 +9,7 @@ import type { CounterState } from './types.js';
  * Replace a full ring by one of `nextCapacity` pairs with the stored pairs unrolled from slot 0;
  * returns the new ring (also stored in `state.ring`, with `head` reset to 0).
  */
-export function growRing(state: CounterState, nextCapacity: number): number[] {
+function growRing(state: CounterState, nextCapacity: number): number[] {
   const old = state.ring;
   const capacity = old.length >> 1;
   const ring = new Array<number>(nextCapacity * 2).fill(0);

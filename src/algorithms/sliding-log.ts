@@ -37,19 +37,14 @@ const SLIDING_LOG_MAX_LIMIT = 10_000;
 const LUA_CHUNK = 128;
 
 /** Drop the entries whose hits are W old or more at `nowMs`. */
-export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
+function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
   if (state.length === 0) return;
   // Entries with t + W <= now are gone: keep t >= now - W + 1.
   if (dropPairsBelow(state, Math.floor(nowMs) - params.windowMs + 1) === 0) state.emptyAtMs = 0;
 }
 
 /** `total + hits <= limit`. */
-export function hasRoom(
-  state: CounterState,
-  _nowMs: number,
-  hits: number,
-  params: LimitParams,
-): boolean {
+function hasRoom(state: CounterState, _nowMs: number, hits: number, params: LimitParams): boolean {
   return state.total + hits <= params.limit;
 }
 
@@ -57,12 +52,7 @@ export function hasRoom(
  * Log `hits` at `nowMs`. If the clock went back behind the newest entry, the hits join that
  * entry, so they are never counted for less than W.
  */
-export function charge(
-  state: CounterState,
-  nowMs: number,
-  hits: number,
-  params: LimitParams,
-): void {
+function charge(state: CounterState, nowMs: number, hits: number, params: LimitParams): void {
   if (!(hits > 0)) return;
   const now = Math.floor(nowMs);
   if (state.length > 0) {
@@ -79,7 +69,7 @@ export function charge(
 }
 
 /** The decision: remaining `limit - total`; resets from the logged times. */
-export function result(
+function result(
   state: CounterState,
   nowMs: number,
   hits: number,
@@ -118,7 +108,7 @@ function waitForRoomMs(
 }
 
 /** `sliding_log` as the common {@link CounterAlgorithm} steps. */
-export const slidingLog: CounterAlgorithm = {
+const slidingLog: CounterAlgorithm = {
   refresh,
   hasRoom,
   charge,

@@ -200,7 +200,7 @@ export function expiresAtMs(state: SlidingWindowState): number {
 }
 
 /** `sliding_window` behind the common {@link CounterAlgorithm} steps. */
-export const slidingWindow: CounterAlgorithm = {
+const slidingWindow: CounterAlgorithm = {
   refresh(state, nowMs, params) {
     evict(state, nowMs, params.windowMs);
   },

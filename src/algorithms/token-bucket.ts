@@ -36,7 +36,7 @@ import type {
 export const TOKEN_BUCKET_MAX_PRODUCT = Number.MAX_SAFE_INTEGER;
 
 /** Drop a state whose bucket is full again (TAT <= now). */
-export function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
+function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
   if (state.emptyAtMs !== 0 && Math.floor(nowMs) >= state.emptyAtMs) {
     state.total = 0;
     state.stampMs = 0;
@@ -53,24 +53,14 @@ function deficit(state: CounterState, now: number, limit: number): number {
 }
 
 /** Whether the bucket holds `hits` tokens at `nowMs`. */
-export function hasRoom(
-  state: CounterState,
-  nowMs: number,
-  hits: number,
-  params: LimitParams,
-): boolean {
+function hasRoom(state: CounterState, nowMs: number, hits: number, params: LimitParams): boolean {
   const { limit, windowMs, burst } = params;
   if (limit <= 0) return hits <= 0;
   return deficit(state, Math.floor(nowMs), limit) + hits * windowMs <= burst * windowMs;
 }
 
 /** Take `hits` tokens at `nowMs`: TAT becomes `max(TAT, now) + hits x W / L`. */
-export function charge(
-  state: CounterState,
-  nowMs: number,
-  hits: number,
-  params: LimitParams,
-): void {
+function charge(state: CounterState, nowMs: number, hits: number, params: LimitParams): void {
   const { limit, windowMs } = params;
   if (!(hits > 0) || limit <= 0) return;
   const now = Math.floor(nowMs);
@@ -116,7 +106,7 @@ function waitUntilDeficitAtMost(
 }
 
 /** The decision: whole tokens left, and the wait for the hits (over) or the next token (OK). */
-export function result(
+function result(
   state: CounterState,
   nowMs: number,
   hits: number,
@@ -151,7 +141,7 @@ export function result(
 }
 
 /** `token_bucket` as the common {@link CounterAlgorithm} steps. */
-export const tokenBucket: CounterAlgorithm = {
+const tokenBucket: CounterAlgorithm = {
   refresh,
   hasRoom,
   charge,

@@ -51,7 +51,7 @@ export interface QueryTlsOptions {
  * Channel credentials and options for `tls`: plaintext when `undefined`. Throws SluiceError
  * INVALID_SETTINGS naming the flag of a file that cannot be read.
  */
-export function queryChannel(tls: QueryTlsOptions | undefined): {
+function queryChannel(tls: QueryTlsOptions | undefined): {
   credentials: grpc.ChannelCredentials;
   options: grpc.ChannelOptions;
 } {

@@ -26,7 +26,7 @@ export interface BuiltDomain {
  * unit, and an unlimited rule is never counted nor reported, so any unit will do. `/rlconfig`
  * still prints UNKNOWN for it, as the reference does.
  */
-export const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
+const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
 
 /**
  * Build the trees of a valid file set. Files of one domain are merged in order (only reached

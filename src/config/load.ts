@@ -145,7 +145,7 @@ async function readAll(
 }
 
 /** Read files as UTF-8; a file that cannot be read becomes a problem naming it. */
-export async function readConfigFiles(
+async function readConfigFiles(
   files: readonly string[],
 ): Promise<{ inputs: ConfigFileInput[]; problems: ConfigProblem[] }> {
   const inputs: ConfigFileInput[] = [];

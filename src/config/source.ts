@@ -94,7 +94,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
 }
 
 /** The message calls get before any rule set arrived (the reference's words). */
-export const NO_CONFIG_MESSAGE = 'no rate limit configuration loaded';
+const NO_CONFIG_MESSAGE = 'no rate limit configuration loaded';
 
 /**
  * The snapshot that serves before the first rule set of an xDS source (with

@@ -164,9 +164,9 @@ export interface FileSetValidation {
 
 const ROOT_KEYS = ['domain', 'descriptors'] as const;
 /** Keys sluice adds to a descriptor node (docs/configuration.md, "Extensions"). */
-export const DESCRIPTOR_EXTENSION_KEYS = ['rate_limits'] as const;
+const DESCRIPTOR_EXTENSION_KEYS = ['rate_limits'] as const;
 /** Keys sluice adds to a `rate_limit` block. */
-export const RATE_LIMIT_EXTENSION_KEYS = ['algorithm', 'unit_multiplier', 'burst'] as const;
+const RATE_LIMIT_EXTENSION_KEYS = ['algorithm', 'unit_multiplier', 'burst'] as const;
 /** Keys of a descriptor node in the reference's format (what a reference file may use). */
 export const DESCRIPTOR_KEYS = [
   'key',

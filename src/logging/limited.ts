@@ -45,7 +45,7 @@ export function createLogLimiter(options: LogLimiterOptions = {}): LogLimiter {
 }
 
 /** Longest client-supplied text quoted in a log line or an error message, characters. */
-export const MAX_QUOTED_CHARS = 64;
+const MAX_QUOTED_CHARS = 64;
 
 /**
  * `text` cut to `max` characters, with how long it was when cut (`abc... (4096 chars)`), so a

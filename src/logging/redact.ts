@@ -6,7 +6,7 @@
  */
 
 /** Environment variables whose whole value is a secret (the reference's names). */
-export const SECRET_VARIABLES = [
+const SECRET_VARIABLES = [
   'REDIS_AUTH',
   'REDIS_SENTINEL_AUTH',
   'REDIS_PERSECOND_AUTH',
@@ -14,7 +14,7 @@ export const SECRET_VARIABLES = [
 ] as const;
 
 /** Environment variables that hold URLs whose credentials are secret. */
-export const URL_VARIABLES = ['REDIS_URL', 'REDIS_PERSECOND_URL'] as const;
+const URL_VARIABLES = ['REDIS_URL', 'REDIS_PERSECOND_URL'] as const;
 
 /** Text put where a secret was. */
 export const REDACTED = '[redacted]';

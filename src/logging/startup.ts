@@ -6,7 +6,7 @@
 import type { Logger } from './logger.js';
 
 /** The message of the start-up line (what to grep for). */
-export const STARTUP_MESSAGE = 'sluice listening';
+const STARTUP_MESSAGE = 'sluice listening';
 
 /** What the start-up line reports. */
 export interface StartupInfo {

@@ -93,7 +93,7 @@ export type RefusalReason =
   | 'http_timeout';
 
 /** Every {@link RefusalReason}, in the order `/metrics` lists them. */
-export const REFUSAL_REASONS: readonly RefusalReason[] = [
+const REFUSAL_REASONS: readonly RefusalReason[] = [
   'connections',
   'connection_buffer',
   'total_buffer',
@@ -160,7 +160,7 @@ export const MAX_REQUEST_STATS_KEY_LENGTH = 256;
 export const MAX_OVERFLOW_SERIES = 1_000;
 
 /** The last stats key part and `key2` label of a rule's overflow series. */
-export const OVERFLOW_LABEL = '__overflow__';
+const OVERFLOW_LABEL = '__overflow__';
 
 /** The metrics of one sluice instance. */
 export interface Metrics {
@@ -260,7 +260,7 @@ export function sanitizeStatName(name: string): string {
 }
 
 /** Upper bounds of the latency histogram's buckets, seconds. */
-export const LATENCY_BUCKETS_SECONDS: readonly number[] = [
+const LATENCY_BUCKETS_SECONDS: readonly number[] = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
 ];
 

@@ -31,7 +31,7 @@ export interface HeaderOptions {
  * mode when any, else the first with a limit and the least `limit_remaining`; `undefined` when no
  * status has a limit.
  */
-export function referenceHeaderStatus(
+function referenceHeaderStatus(
   statuses: readonly DescriptorStatus[],
 ): DescriptorStatus | undefined {
   let chosen: DescriptorStatus | undefined;
@@ -55,7 +55,7 @@ export function referenceHeaderStatus(
  * known, the seconds left in the epoch-aligned window at `nowMs` (`window - now % window`);
  * otherwise the status's `duration_until_reset` rounded up.
  */
-export function resetSeconds(status: DescriptorStatus, nowMs: number): number {
+function resetSeconds(status: DescriptorStatus, nowMs: number): number {
   const limit = reportedLimit(status);
   const duration = status.durationUntilResetMs;
   if (
@@ -86,7 +86,7 @@ function reportedLimit(status: DescriptorStatus): RuleLimit | undefined {
 }
 
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped, ASCII only. */
-export function sfString(text: string): string {
+function sfString(text: string): string {
   let out = '"';
   for (const ch of text) {
     const code = ch.codePointAt(0)!;
@@ -145,7 +145,7 @@ export function rateLimitHeaders(
 }
 
 /** Seconds a rejected client should wait: the longest OVER_LIMIT reset, rounded up, at least 1. */
-export function retryAfterSeconds(response: RateLimitResponse, nowMs: number): number {
+function retryAfterSeconds(response: RateLimitResponse, nowMs: number): number {
   let wait = 0;
   for (const status of response.statuses) {
     if (status.code === 'OVER_LIMIT') wait = Math.max(wait, resetSeconds(status, nowMs));

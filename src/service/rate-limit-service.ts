@@ -1,6 +1,7 @@
 /**
  * ShouldRateLimit in domain terms: validate the request, take the current config snapshot once,
- * and let the limiter decide. Transports (gRPC now, HTTP /json later) call this.
+ * and let the limiter decide. Both transports call this: gRPC, and the HTTP `/json` endpoint
+ * (transport/http).
  */
 import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
@@ -17,16 +18,7 @@ import type {
 } from '../model.js';
 import type { TraceHeaders, Tracing } from '../tracing/tracing.js';
 import { problemJson, rateLimitHeaders, type HeaderOptions } from './headers.js';
-
-/** Size bounds on a request; anything larger is INVALID_REQUEST. */
-export interface RequestBounds {
-  /** Most descriptors in one request. */
-  readonly maxDescriptors: number;
-  /** Most entries in one descriptor. */
-  readonly maxEntries: number;
-  /** Longest entry key or value, in characters. */
-  readonly maxEntryLength: number;
-}
+import { validateRequest, type RequestBounds } from './validate-request.js';
 
 /** Options for {@link createRateLimitService}. */
 export interface RateLimitServiceOptions {
@@ -61,43 +53,6 @@ export interface RateLimitService {
   shouldRateLimit(request: RateLimitRequest, headers?: TraceHeaders): Promise<RateLimitResponse>;
 }
 
-/** The reference's message for a request without a domain. */
-export const EMPTY_DOMAIN_MESSAGE = 'rate limit domain must not be empty';
-/** The reference's message for a request without descriptors. */
-export const EMPTY_DESCRIPTORS_MESSAGE = 'rate limit descriptor list must not be empty';
-
-/** Throws SluiceError INVALID_REQUEST naming the first problem of `request`, if any. */
-export function validateRequest(request: RateLimitRequest, bounds: RequestBounds): void {
-  if (request.domain === '') throw invalid(EMPTY_DOMAIN_MESSAGE);
-  const { descriptors } = request;
-  if (descriptors.length === 0) throw invalid(EMPTY_DESCRIPTORS_MESSAGE);
-  if (descriptors.length > bounds.maxDescriptors) {
-    throw invalid(
-      `request has ${descriptors.length} descriptors; at most ${bounds.maxDescriptors} are allowed (MAX_DESCRIPTORS_PER_REQUEST)`,
-    );
-  }
-  for (let i = 0; i < descriptors.length; i++) {
-    const entries = descriptors[i]!.entries;
-    if (entries.length > bounds.maxEntries) {
-      throw invalid(
-        `descriptor ${i} has ${entries.length} entries; at most ${bounds.maxEntries} are allowed (MAX_ENTRIES_PER_DESCRIPTOR)`,
-      );
-    }
-    for (let j = 0; j < entries.length; j++) {
-      const { key, value } = entries[j]!;
-      if (key.length > bounds.maxEntryLength || value.length > bounds.maxEntryLength) {
-        throw invalid(
-          `descriptor ${i} entry ${j}: key or value is longer than ${bounds.maxEntryLength} characters (MAX_ENTRY_LENGTH)`,
-        );
-      }
-    }
-  }
-}
-
-function invalid(message: string): SluiceError {
-  return new SluiceError('INVALID_REQUEST', message);
-}
-
 /**
  * A status the Redis store's local cache answered may say so (`overLimitWithLocalCache`); the
  * field is optional so stores without a local cache need not set it.
@@ -111,11 +66,7 @@ type StatusMaybeFromLocalCache = DescriptorStatus & {
  * key; for a RateLimitOverride the request's `key_value` path; for `detailed_metric` every entry
  * as `key_value`; for `value_to_metric` the rule's level with the request's value.
  */
-export function statsKey(
-  domain: string,
-  descriptor: RequestDescriptor,
-  rule: RateLimitRule,
-): string {
+function statsKey(domain: string, descriptor: RequestDescriptor, rule: RateLimitRule): string {
   const entries = descriptor.entries;
   if (rule.fromOverride) {
     let key = domain;

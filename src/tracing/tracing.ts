@@ -72,7 +72,7 @@ export interface TracingOptions {
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 
 /** The request as the reference's `request.String()` prints it (protobuf text format). */
-export function requestString(request: RateLimitRequest): string {
+function requestString(request: RateLimitRequest): string {
   const q = (s: string): string => JSON.stringify(s);
   let out = `domain:${q(request.domain)}`;
   for (const d of request.descriptors) {

@@ -7,44 +7,39 @@
  * A missing podman or debootstrap skips the tier with a visible reason locally and fails it under
  * CI (`inCi`).
  */
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { REPO_ROOT, inCi } from '../helpers/processes.js';
+import { REPO_ROOT } from '../helpers/processes.js';
+import { requireBinaries, type Requirement } from '../helpers/require-binaries.js';
 
 const execFileAsync = promisify(execFile);
 
 /** The test-only containers.conf (ulimits this sandbox allows). */
-export const CONTAINERS_CONF =
+const CONTAINERS_CONF =
   process.env['CONTAINERS_CONF'] ?? path.join(REPO_ROOT, 'test/container/containers.conf');
 
 /** The environment every podman / compose command of the tier runs with. */
 export const PODMAN_ENV: NodeJS.ProcessEnv = { ...process.env, CONTAINERS_CONF };
 
 /** Whether the tier runs, is skipped (locally), or must fail (under CI). */
-export interface ContainerRequirement {
-  readonly skip: boolean;
-  readonly reason: string | undefined;
-}
+export type ContainerRequirement = Requirement;
 
-function missingTools(): string[] {
-  return ['podman', 'debootstrap'].filter(
-    (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status !== 0,
-  );
-}
-
-/** What the tier needs; logs a visible SKIPPED line when it is skipped. */
+/** What the tier needs (podman, debootstrap, root), by {@link requireBinaries}. */
 export function containerRequirement(label: string): ContainerRequirement {
-  const missing = missingTools();
-  const root = process.getuid?.() === 0;
-  if (missing.length === 0 && root) return { skip: false, reason: undefined };
-  const reason =
-    missing.length > 0
-      ? `${missing.join(', ')} not found; install with \`apt-get install podman buildah debootstrap docker-compose\` (.ci/run does)`
-      : 'needs root (debootstrap and root podman build the stand-in images)';
-  const skip = !inCi();
-  if (skip) console.warn(`[${label}] SKIPPED: ${reason}`);
-  return { skip, reason };
+  const install = 'apt-get install podman buildah debootstrap docker-compose';
+  return requireBinaries(label, [
+    { name: 'podman', install },
+    { name: 'debootstrap', install },
+    {
+      name: 'root',
+      missing: () =>
+        process.getuid?.() === 0
+          ? undefined
+          : 'not root (debootstrap and root podman build the stand-in images)',
+      install: 'run the container tier as root',
+    },
+  ]);
 }
 
 /** Throw the requirement's reason (under CI, where the tier must not be skipped). */

@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RUNTIME_ROOT, loadSettings } from '../../src/settings.js';
 import { loadShippedEnvoyConfig } from '../helpers/envoy.js';
-import { REPO_ROOT, freePort, inCi } from '../helpers/processes.js';
+import { REPO_ROOT, freePort, inCi, waitFor } from '../helpers/processes.js';
 
 const compose = parse(readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8')) as {
   services: Record<string, any>;
@@ -392,16 +392,15 @@ describe('the health check one-liners, run for real', () => {
       stdio: 'ignore',
     });
     try {
-      const deadline = Date.now() + 10_000;
       let status = 0;
-      while (Date.now() < deadline) {
-        try {
+      await waitFor(
+        'the upstream to answer',
+        async () => {
           status = (await fetch(`http://127.0.0.1:${port}/any/path?q=1`)).status;
-          break;
-        } catch {
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      }
+          return true;
+        },
+        { timeoutMs: 10_000 },
+      );
       expect(status).toBe(200);
       expect(
         await runNodeOneLiner(nodeScript(upstream.healthcheck.test), { PORT: String(port) }),

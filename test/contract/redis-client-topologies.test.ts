@@ -6,7 +6,6 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import {
   createRedisClient,
   waitUntilReady,
@@ -20,6 +19,7 @@ import {
   startRedisCluster,
   startRedisSentinel,
 } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis cluster and sentinel clients', true);
 const group = useProcessGroup();
@@ -51,17 +51,7 @@ function client(more: Partial<RedisConnectionOptions>): RedisClient {
   return made;
 }
 
-function spec(key: string, hits: number, limit: number): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window' });
 
 describe.skipIf(requirement.skip)('cluster and sentinel clients', () => {
   it('a cluster from a node list: one store call per slot, every counter counted', async () => {

@@ -16,6 +16,7 @@ import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { APPLY_SCRIPT as APPLY_SCRIPT_V1 } from '../fixtures/apply-script-v1.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
@@ -77,17 +78,7 @@ function oldReplica(prefix: string, now: () => number) {
   };
 }
 
-function spec(key: string, algorithm: Algorithm): CounterSpec {
-  return {
-    key,
-    algorithm,
-    limit: LIMIT,
-    windowMs: MINUTE,
-    burst: LIMIT,
-    hits: 1,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ limit: LIMIT, windowMs: MINUTE });
 
 describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Redis', () => {
   for (const algorithm of ALGORITHMS) {
@@ -105,7 +96,7 @@ describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Red
         ttlGraceMs: 3_600_000,
       });
       open.push(store);
-      const counter = spec(`${algorithm}|60000|edge|user=a`, algorithm);
+      const counter = spec(`${algorithm}|60000|edge|user=a`, 1, LIMIT, { algorithm });
 
       // The old replica has counted 3 hits when the new one starts.
       for (let i = 0; i < 3; i++) await old.apply(counter);

@@ -47,6 +47,13 @@ function recordingMetrics(): StoreMetricsSink & { events: string[] } {
   };
 }
 
+/** How many times `client` has begun a reconnection attempt (ioredis `reconnecting` events). */
+function countReconnects(client: Redis): () => number {
+  let count = 0;
+  client.on('reconnecting', () => void count++);
+  return () => count;
+}
+
 const spec: CounterSpec = {
   key: 'k',
   algorithm: 'fixed_window',
@@ -61,12 +68,15 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
   it('never reachable: one "not reachable yet" line and one disconnect, however many retries', async () => {
     const port = await freePort();
     const client = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20 });
+    const retries = countReconnects(client);
     const { lines, logger, messages } = capture();
     const metrics = recordingMetrics();
     const store = createRedisStore({ client, keyPrefix: 'n:', timeoutMs: 500, metrics, logger });
     try {
-      // Several reconnection attempts fail in this time.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await waitFor('5 failed reconnection attempts', () => retries() >= 5, {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+      });
       expect(messages()).toEqual(['redis store not reachable yet; connecting in the background']);
       expect(lines[0]).toMatchObject({ redis: 'main', level: 50 });
       expect(String(lines[0]!['reason'])).toMatch(/ECONNREFUSED/);
@@ -80,6 +90,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
   it('up, down and up again: one line each way, and calls answered again', async () => {
     const server = await startRedis(group);
     const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 20 });
+    const retries = countReconnects(client);
     const { lines, logger, messages } = capture();
     const metrics = recordingMetrics();
     const store = createRedisStore({ client, keyPrefix: 'u:', timeoutMs: 500, metrics, logger });
@@ -92,7 +103,12 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
 
       await server.stop(true);
       await waitFor('down', () => !store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
-      await new Promise((resolve) => setTimeout(resolve, 200)); // close, end, errors, retries
+      // Close, end, errors, and several failed retries: still one line and one disconnect.
+      const before = retries();
+      await waitFor('3 failed reconnection attempts', () => retries() >= before + 3, {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+      });
       expect(messages()).toEqual([
         'redis store available (connected)',
         'redis store unavailable; reconnecting in the background',

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { SluiceError } from '../../src/errors.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -22,6 +22,7 @@ import {
   startRedis,
   type RedisServer,
 } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
@@ -45,23 +46,7 @@ afterAll(async () => {
   await group.stopAll();
 });
 
-function spec(
-  key: string,
-  hits: number,
-  limit: number,
-  more: Partial<CounterSpec> = {},
-): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: MINUTE,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window', windowMs: MINUTE });
 
 /** What the store reports to its metrics sink, in order. */
 function recordingMetrics(): StoreMetricsSink & { events: string[] } {
@@ -332,15 +317,14 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
     const store = createRedisStore({ client, keyPrefix: 'x:', timeoutMs: 500, metrics });
     try {
       expect(store.healthy()).toBe(false);
-      const started = Date.now();
       const error = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      expect(Date.now() - started).toBeLessThan(400);
       expect(error).toBeInstanceOf(SluiceError);
       expect(error).toMatchObject({
         code: 'STORE_UNAVAILABLE',
         message: 'redis is not connected',
       });
-      expect(metrics.events).toContain('error:unavailable');
+      // At once: refused before any command was sent, so no timeout was counted.
+      expect(metrics.events).toEqual(['error:unavailable']);
     } finally {
       await store.close();
     }
@@ -358,24 +342,19 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
       expect((await store.apply([spec('a', 1, 5)])).admitted).toBe(true);
 
       paused.proc.child.kill('SIGSTOP');
-      const started = Date.now();
       const timedOut = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      const took = Date.now() - started;
-      expect(took).toBeGreaterThanOrEqual(250);
-      expect(took).toBeLessThan(3_000);
       expect(timedOut).toMatchObject({ code: 'STORE_UNAVAILABLE' });
       expect((timedOut as Error).message).toMatch(/^redis: .*(within 300ms|timed out)/i);
       expect(metrics.events).toEqual(['error:timeout', 'error:stalled']);
       expect(store.healthy()).toBe(false);
 
-      const fast = Date.now();
       const failedFast = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
-      expect(Date.now() - fast).toBeLessThan(200);
       expect(failedFast).toMatchObject({
         code: 'STORE_UNAVAILABLE',
         message: 'redis is not answering (waiting for a probe)',
       });
-      expect(metrics.events.at(-1)).toBe('error:unavailable');
+      // Fast: refused without waiting for the server, so no second timeout was counted.
+      expect(metrics.events).toEqual(['error:timeout', 'error:stalled', 'error:unavailable']);
 
       paused.proc.child.kill('SIGCONT');
       await waitFor('probe answered', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 20 });

@@ -18,27 +18,12 @@ import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 import { mulberry32 } from '../helpers/sliding-model.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const T0 = 1_700_000_000_000;
 const W = 1_000;
 
-function spec(
-  key: string,
-  hits: number,
-  limit: number,
-  more: Partial<CounterSpec> = {},
-): CounterSpec {
-  return {
-    key,
-    algorithm: 'sliding_window',
-    limit,
-    windowMs: W,
-    burst: more.burst ?? limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  };
-}
+const spec = specBuilder({ windowMs: W });
 
 /** One store under test with its clock and a store-independent count of the counters it holds. */
 interface Harness {

@@ -24,7 +24,6 @@ import {
   canConnect,
   ensureBuilt,
   freePort,
-  inCi,
   REPO_ROOT,
   SLUICE_MAIN,
   useProcessGroup,
@@ -33,6 +32,7 @@ import {
   type ManagedProcess,
 } from '../helpers/processes.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
+import { requireBinaries, type Requirement } from '../helpers/require-binaries.js';
 
 /** The pinned Envoy Gateway (`.ci/run` installs it with `go install`). */
 const EG_VERSION = 'v1.9.1';
@@ -42,22 +42,22 @@ const EG_INSTALL = `GOBIN=$PWD/.cache/go-bin go install github.com/envoyproxy/ga
 /** Ports Envoy Gateway binds whatever its config says. */
 const EG_FIXED_PORTS = [18000, 18001, 18002, 8081];
 
-function egRequirement(): { skip: boolean; reason: string | undefined } {
-  let reason: string | undefined;
-  if (!existsSync(EG_BIN)) {
-    reason = `Envoy Gateway not found at ${EG_BIN}; install it with: ${EG_INSTALL}`;
-  } else if (process.env['ENVOY_GATEWAY_BIN'] === undefined) {
-    // `go install` leaves `envoy-gateway version` empty; the module version is in the binary.
-    const info = spawnSync('go', ['version', '-m', EG_BIN], { encoding: 'utf8', timeout: 30_000 });
-    if (
-      !new RegExp(`\\smod\\s+github.com/envoyproxy/gateway\\s+${EG_VERSION}\\s`).test(info.stdout)
-    ) {
-      reason = `${EG_BIN} is not Envoy Gateway ${EG_VERSION} (go version -m: ${info.stdout.split('\n').find((l) => l.includes('mod\t')) ?? info.stderr}); install it with: ${EG_INSTALL}`;
-    }
+/** Why the pinned Envoy Gateway is missing, or `undefined` when it is there. */
+function egMissing(): string | undefined {
+  if (!existsSync(EG_BIN)) return `Envoy Gateway not found at ${EG_BIN}`;
+  if (process.env['ENVOY_GATEWAY_BIN'] !== undefined) return undefined;
+  // `go install` leaves `envoy-gateway version` empty; the module version is in the binary.
+  const info = spawnSync('go', ['version', '-m', EG_BIN], { encoding: 'utf8', timeout: 30_000 });
+  if (new RegExp(`\\smod\\s+github.com/envoyproxy/gateway\\s+${EG_VERSION}\\s`).test(info.stdout)) {
+    return undefined;
   }
-  if (reason === undefined) return { skip: false, reason };
-  if (!inCi()) console.warn(`[envoy-gateway] SKIPPED: ${reason}`);
-  return { skip: !inCi(), reason };
+  return `${EG_BIN} is not Envoy Gateway ${EG_VERSION} (go version -m: ${info.stdout.split('\n').find((l) => l.includes('mod\t')) ?? info.stderr})`;
+}
+
+function egRequirement(): Requirement {
+  return requireBinaries('envoy-gateway', [
+    { name: 'envoy-gateway', missing: egMissing, install: EG_INSTALL },
+  ]);
 }
 
 const eg = egRequirement();

@@ -11,7 +11,7 @@
 import type { Parameters as FcParameters } from 'fast-check';
 
 /** The seed CI uses. */
-export const DEFAULT_SEED = 20261123;
+const DEFAULT_SEED = 20261123;
 
 function positiveInt(name: string): number | undefined {
   const text = process.env[name];
@@ -24,15 +24,15 @@ function positiveInt(name: string): number | undefined {
 }
 
 /** The fast-check seed of this run. */
-export const FUZZ_SEED = positiveInt('SLUICE_FUZZ_SEED') ?? DEFAULT_SEED;
+const FUZZ_SEED = positiveInt('SLUICE_FUZZ_SEED') ?? DEFAULT_SEED;
 
 /** How many times the CI budget this run takes. */
-export const FUZZ_SCALE = Math.max(1, positiveInt('SLUICE_FUZZ_SCALE') ?? 1);
+const FUZZ_SCALE = Math.max(1, positiveInt('SLUICE_FUZZ_SCALE') ?? 1);
 
 const FIXED_RUNS = positiveInt('SLUICE_FUZZ_RUNS');
 
 /** Runs of a property whose CI budget is `ciRuns`. */
-export function runsFor(ciRuns: number): number {
+function runsFor(ciRuns: number): number {
   return FIXED_RUNS ?? ciRuns * FUZZ_SCALE;
 }
 

@@ -15,6 +15,7 @@ import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.j
 import { createStore } from '../../src/stores/index.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const N = 4_000;
 
@@ -30,17 +31,7 @@ function counted(specs: CounterSpec[]): { specs: CounterSpec[]; reads: () => num
   return { specs: proxy, reads: () => reads };
 }
 
-function spec(key: string, hits = 1, limit = 1_000): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: 3_600_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window', limit: 1_000, windowMs: 3_600_000 });
 
 /** The checks every store must pass. */
 function batchChecks(store: () => CounterStore, prefix: () => string): void {

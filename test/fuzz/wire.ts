@@ -14,7 +14,7 @@ import { GrpcStatus } from '../../src/transport/status.js';
 // ---- protobuf writing --------------------------------------------------------------------
 
 /** A varint of an unsigned integer up to 2^64 - 1. */
-export function varint(value: bigint | number): number[] {
+function varint(value: bigint | number): number[] {
   let v = BigInt(value);
   const out: number[] = [];
   while (v >= 0x80n) {
@@ -31,12 +31,12 @@ function tag(field: number, wire: number): number[] {
 }
 
 /** A length-delimited field. */
-export function lenField(field: number, payload: Uint8Array): Uint8Array {
+function lenField(field: number, payload: Uint8Array): Uint8Array {
   return concat([Uint8Array.from([...tag(field, 2), ...varint(payload.length)]), payload]);
 }
 
 /** A varint field. */
-export function varintField(field: number, value: bigint | number): Uint8Array {
+function varintField(field: number, value: bigint | number): Uint8Array {
   return Uint8Array.from([...tag(field, 0), ...varint(value)]);
 }
 
@@ -117,7 +117,7 @@ export const bigHits = fc.oneof(
 );
 
 /** Structurally valid requests aimed at the fuzz rules (domain `fuzz`, keys `k`, `tight`). */
-export const requestArb: fc.Arbitrary<WireRequest> = fc.record({
+const requestArb: fc.Arbitrary<WireRequest> = fc.record({
   domain: text(['fuzz', 'fuzz', 'nope']),
   descriptors: fc.array(
     fc.record(
@@ -173,7 +173,7 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
 );
 
 /** Apply `mutation` to `bytes` (positions taken modulo the length). */
-export function mutate(bytes: Uint8Array, mutation: Mutation): Uint8Array {
+function mutate(bytes: Uint8Array, mutation: Mutation): Uint8Array {
   const b = Buffer.from(bytes);
   const n = b.length;
   const pos = n === 0 ? 0 : mutation.at % (n + 1);
@@ -359,7 +359,7 @@ export function chunk(body: Buffer, cuts: readonly number[]): Buffer[] {
 // ---- raw calls ---------------------------------------------------------------------------
 
 /** The RLS method path. */
-export const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
 /** How a raw call ended. */
 export interface Outcome {

@@ -7,24 +7,11 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { inCi } from './processes.js';
+import { requireBinaries, type Requirement } from './require-binaries.js';
 
-/** Whether a suite needing openssl runs, is skipped (locally), or must fail (under CI). */
-export interface OpensslRequirement {
-  /** True when openssl is missing and CI is not set. */
-  readonly skip: boolean;
-  /** Why openssl cannot be used; `undefined` when it can. */
-  readonly reason: string | undefined;
-}
-
-/** Check for `openssl` on the PATH; missing locally: skip with the reason printed. */
-export function requireOpenssl(suite: string): OpensslRequirement {
-  const probe = spawnSync('openssl', ['version'], { encoding: 'utf8', timeout: 10_000 });
-  if (probe.status === 0) return { skip: false, reason: undefined };
-  const reason = `openssl not found (Debian: apt-get install openssl; .ci/run installs it)`;
-  const ci = inCi();
-  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { skip: !ci, reason };
+/** `openssl` on the PATH, by {@link requireBinaries}. */
+export function requireOpenssl(suite: string): Requirement {
+  return requireBinaries(suite, [{ name: 'openssl', install: 'Debian: apt-get install openssl' }]);
 }
 
 /** Run openssl; throws with its output when it fails. */

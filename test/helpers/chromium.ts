@@ -7,17 +7,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
-import { inCi } from './processes.js';
+import { fileAt, requireBinaries, type Requirement } from './require-binaries.js';
 
 /** Where Debian installs Chromium; `SLUICE_CHROMIUM` overrides it. */
-export const CHROMIUM_PATH = process.env['SLUICE_CHROMIUM'] ?? '/usr/bin/chromium';
+const CHROMIUM_PATH = process.env['SLUICE_CHROMIUM'] ?? '/usr/bin/chromium';
 
-/** Whether the browser suite runs, and why not. */
-export function requireChromium(suite: string): { skip: boolean; reason: string | undefined } {
-  if (fs.existsSync(CHROMIUM_PATH)) return { skip: false, reason: undefined };
-  const reason = `${suite}: ${CHROMIUM_PATH} not found (Debian: apt-get install chromium; .ci/run installs it)`;
-  console.warn(`skipping ${reason}`);
-  return { skip: !inCi(), reason };
+/** Chromium at {@link CHROMIUM_PATH}, by {@link requireBinaries}. */
+export function requireChromium(suite: string): Requirement {
+  return requireBinaries(suite, [
+    {
+      name: 'chromium',
+      missing: () => fileAt(CHROMIUM_PATH),
+      install: 'Debian: apt-get install chromium',
+    },
+  ]);
 }
 
 /** A headless Chromium with a fresh profile, removed on close. */

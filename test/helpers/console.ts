@@ -8,7 +8,7 @@ import { createEnvoyRlsClient, rlsRequest, type EnvoyRlsClient } from './envoy-r
 import { loadSettings } from '../../src/settings.js';
 
 /** Rules with a limited key, a nested rule, a shadow wildcard and an unlimited key. */
-export const CONSOLE_RULES = `domain: shop
+const CONSOLE_RULES = `domain: shop
 descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 3}

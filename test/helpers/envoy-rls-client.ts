@@ -10,10 +10,7 @@ import * as protoLoader from '@grpc/proto-loader';
 
 const require = createRequire(import.meta.url);
 /** The deps/ folder of @grpc/grpc-js-xds (Envoy's API and its imports). */
-export const XDS_DEPS = path.join(
-  path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')),
-  'deps',
-);
+const XDS_DEPS = path.join(path.dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 
 /** Include dirs that resolve every import of Envoy's API protos. */
 export const ENVOY_INCLUDE_DIRS = ['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map(
@@ -30,12 +27,6 @@ export function loadEnvoyRls(): protoLoader.PackageDefinition {
     oneofs: true,
     includeDirs: ENVOY_INCLUDE_DIRS,
   });
-}
-
-/** A wire entry. */
-export interface Entry {
-  key: string;
-  value: string;
 }
 
 /** The decoded response, as Envoy's proto sees it (defaults filled in). */

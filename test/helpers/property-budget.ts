@@ -11,7 +11,7 @@ if (!(parsed > 0 && parsed <= 1)) {
 }
 
 /** The fraction of the full budget this run does. */
-export const PROPERTY_SCALE = parsed;
+const PROPERTY_SCALE = parsed;
 
 /** How many of `runs` seeds to run under the current budget (at least one). */
 export function propertyRuns(runs: number): number {

@@ -9,32 +9,19 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, inCi, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
+import { freePort, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
+import { requireBinaries, type Requirement } from './require-binaries.js';
 
-/** Whether a command is on PATH. */
-function hasCommand(command: string): boolean {
-  return spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' }).status === 0;
-}
-
-/** Whether a Redis suite runs or is skipped (locally, with the binary missing). */
-export interface RedisRequirement {
-  /** True when a binary is missing and CI is not set. */
-  readonly skip: boolean;
-  /** Why it is skipped or will fail. */
-  readonly reason: string | undefined;
-}
-
-/**
- * Check for `redis-server`, `redis-cli` (and `redis-sentinel` when `sentinel`). Missing locally:
- * skip with the reason printed; missing under CI: run (and fail) so the gap is seen.
- */
-export function requireRedis(suite: string, sentinel = false): RedisRequirement {
-  const needed = ['redis-server', 'redis-cli', ...(sentinel ? ['redis-sentinel'] : [])];
-  const missing = needed.filter((command) => !hasCommand(command));
-  if (missing.length === 0) return { skip: false, reason: undefined };
-  const reason = `${suite}: ${missing.join(', ')} not found (Debian: apt-get install redis-server redis-sentinel; .ci/run installs them)`;
-  console.warn(`skipping ${reason}`);
-  return { skip: !inCi(), reason };
+/** `redis-server`, `redis-cli` (and `redis-sentinel` when `sentinel`), by {@link requireBinaries}. */
+export function requireRedis(suite: string, sentinel = false): Requirement {
+  const install = 'Debian: apt-get install redis-server redis-sentinel';
+  return requireBinaries(
+    suite,
+    ['redis-server', 'redis-cli', ...(sentinel ? ['redis-sentinel'] : [])].map((name) => ({
+      name,
+      install,
+    })),
+  );
 }
 
 /** A running Redis process. */

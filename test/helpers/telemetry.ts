@@ -4,11 +4,11 @@
  * into the git-ignored .cache/go-bin. A missing binary skips the suite with a visible reason
  * locally and fails it under CI (see `inCi`).
  */
-import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, WaitAborted, freePort, inCi, waitFor, type ProcessGroup } from './processes.js';
+import { REPO_ROOT, WaitAborted, freePort, waitFor, type ProcessGroup } from './processes.js';
+import { fileAt, requireBinaries, type Requirement } from './require-binaries.js';
 
 /** The binaries and how `.ci/run` installs them. */
 export const TELEMETRY_BINARIES = {
@@ -24,16 +24,15 @@ export const TELEMETRY_BINARIES = {
   },
 } as const;
 
-/** Whether a suite needing `name` runs (`skip` false) or is skipped locally. */
+/** The telemetry tool `name` at its pinned path, by {@link requireBinaries}. */
 export function requireTelemetryBinary(
   suite: string,
   name: keyof typeof TELEMETRY_BINARIES,
-): { skip: boolean; reason: string | undefined } {
+): Requirement {
   const binary = TELEMETRY_BINARIES[name];
-  if (existsSync(binary.path)) return { skip: false, reason: undefined };
-  const reason = `${suite}: ${binary.path} not found (install: ${binary.install}; .ci/run installs it)`;
-  if (!inCi()) console.warn(`skipping ${reason}`);
-  return { skip: !inCi(), reason };
+  return requireBinaries(suite, [
+    { name, missing: () => fileAt(binary.path), install: binary.install },
+  ]);
 }
 
 /** A running statsd_exporter. */

@@ -6,26 +6,22 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { inCi, REPO_ROOT, waitFor, WaitAborted, type ProcessGroup } from './processes.js';
+import { REPO_ROOT, waitFor, WaitAborted, type ProcessGroup } from './processes.js';
+import { onPath, requireBinaries, type Requirement } from './require-binaries.js';
 
-/** Whether a suite needing the xDS server runs, is skipped (locally), or must fail (under CI). */
-export interface XdsServerRequirement {
-  readonly skip: boolean;
-  readonly reason: string | undefined;
-}
-
-/** Check for Go (needed to build the server); missing locally: skip with the reason printed. */
-export function requireXdsServer(suite: string): XdsServerRequirement {
-  const go = spawnSync('go', ['version'], { encoding: 'utf8', timeout: 10_000 });
-  if (go.status === 0) return { skip: false, reason: undefined };
-  const reason = `Go not found (needed to build test/tools/xds-server); install Go 1.24+ (scripts/install-go.sh), then: bash scripts/build-xds-server.sh`;
-  const ci = inCi();
-  if (!ci) console.warn(`[${suite}] SKIPPED: ${reason}`);
-  return { skip: !ci, reason };
+/** Go (needed to build the server), by {@link requireBinaries}. */
+export function requireXdsServer(suite: string): Requirement {
+  return requireBinaries(suite, [
+    {
+      name: 'go',
+      missing: () => onPath('go') && 'Go not found (needed to build test/tools/xds-server)',
+      install: 'Go 1.24+ (scripts/install-go.sh), then: bash scripts/build-xds-server.sh',
+    },
+  ]);
 }
 
 /** Build the server (a no-op when current) and return the binary's path; throws on failure. */
-export function buildXdsServer(requirement: XdsServerRequirement): string {
+export function buildXdsServer(requirement: Requirement): string {
   if (requirement.reason !== undefined) {
     throw new Error(`${requirement.reason} (under CI a missing xDS server fails)`);
   }

@@ -3,14 +3,12 @@
 // reload.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  loadSnapshot,
-  watchConfig,
-  type ConfigSnapshot,
-  type ConfigWatcher,
-} from '../../src/config/index.js';
+import { loadSnapshot } from '../../src/config/load.js';
+import type { ConfigSnapshot } from '../../src/config/types.js';
+import { type ConfigWatcher, watchConfig } from '../../src/config/watch.js';
 import { ConfigError } from '../../src/errors.js';
 import type { RequestDescriptor } from '../../src/model.js';
 
@@ -54,13 +52,46 @@ async function start(paths: string[], pollIntervalMs = 0): Promise<Recorder> {
 }
 
 const waitOptions = { timeout: 5000, interval: 20 };
+const realSetTimeout = setTimeout;
+const realClearTimeout = clearTimeout;
 
 /**
- * For the checks that something does NOT happen there is no event to await: give the fs events
- * and the debounce ample time (many debounce periods) before looking.
+ * For the checks that something does NOT happen: make the change with `setTimeout` faked, wait
+ * until a watcher of our own on the same directory has seen the event for `lastName` (libuv hands
+ * each event of a directory to all of its watchers before the next, so the watch under test has
+ * had every earlier event by then, and one macrotask later this one too), and return how many
+ * timers are pending. A reload is always scheduled through the debounce timer (and the poll is
+ * off), so 0 means no reload is coming.
  */
-async function quietPeriod(): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, DEBOUNCE_MS * 15));
+async function pendingReloadsAfter(
+  watchedDir: string,
+  lastName: string,
+  change: () => Promise<void>,
+): Promise<number> {
+  let markSeen: () => void = () => undefined;
+  const seen = new Promise<void>((resolve) => (markSeen = resolve));
+  const probe = watch(watchedDir, (_event, name) => {
+    if (name === lastName) markSeen();
+  });
+  // Not vi.waitFor: it advances fake timers, which would fire the very timer we look for.
+  let expired: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    expired = realSetTimeout(
+      () => reject(new Error(`no fs event for ${lastName} within 5 s`)),
+      5_000,
+    );
+  });
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  try {
+    await change();
+    await Promise.race([seen, timeout]);
+    await new Promise((resolve) => setImmediate(resolve));
+    return vi.getTimerCount();
+  } finally {
+    realClearTimeout(expired);
+    probe.close();
+    vi.useRealTimers();
+  }
 }
 
 function limitOf(recorder: Recorder, domain: string): number | undefined {
@@ -105,8 +136,10 @@ describe('watchConfig', () => {
     }
 
     const seen = recorder.snapshots.length + recorder.errors.length;
-    await writeFile(join(dir, 'b.yaml'), rules('other', 9));
-    await quietPeriod();
+    const pending = await pendingReloadsAfter(dir, 'b.yaml', () =>
+      writeFile(join(dir, 'b.yaml'), rules('other', 9)),
+    );
+    expect(pending).toBe(0);
     expect(recorder.snapshots.length + recorder.errors.length).toBe(seen);
   });
 
@@ -114,9 +147,11 @@ describe('watchConfig', () => {
     await writeFile(join(dir, 'a.yaml'), rules('edge', 1));
     const recorder = await start([dir]);
     try {
-      await writeFile(join(dir, '.a.yaml.swp'), 'garbage');
-      await writeFile(join(dir, 'a.yaml~'), 'garbage');
-      await quietPeriod();
+      const pending = await pendingReloadsAfter(dir, 'a.yaml~', async () => {
+        await writeFile(join(dir, '.a.yaml.swp'), 'garbage');
+        await writeFile(join(dir, 'a.yaml~'), 'garbage');
+      });
+      expect(pending).toBe(0);
       expect(recorder.snapshots).toHaveLength(0);
       expect(recorder.errors).toHaveLength(0);
       // The watch is alive: a real edit right after is seen.

@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { createRequire } from 'node:module';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/logging/logger.js';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/model.js';
 import type { RateLimitService } from '../../src/service/rate-limit-service.js';
@@ -19,6 +19,7 @@ import type { ServiceServer } from '../../src/transport/rpc.js';
 import { createEnvoyRlsClient, loadEnvoyRls, rlsRequest } from '../helpers/envoy-rls-client.js';
 import { connectHttp2, grpcFrame, parseGrpcFrames } from '../helpers/grpc-wire.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
+import { waitFor } from '../helpers/processes.js';
 
 const KINDS: readonly GrpcServerKind[] = ['lean', 'grpc-js'];
 const RLS = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -294,6 +295,14 @@ function heldService(): RateLimitService & { release(): void; held: number } {
   };
 }
 
+/** A PING round trip: whatever the server wrote before its ACK has reached the client. */
+async function flushed(session: http2.ClientHttp2Session): Promise<void> {
+  await new Promise<void>((resolve, reject) =>
+    session.ping((error) => (error ? reject(error) : resolve())),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
 const healthPkg = grpc.loadPackageDefinition(
   protoLoader.loadSync(
     createRequire(import.meta.url).resolve('grpc-health-check/proto/health/v1/health.proto'),
@@ -327,14 +336,27 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
   it('answers DEADLINE_EXCEEDED when the answer is not ready within grpc-timeout', async () => {
     await start();
     const session = await connectHttp2(`http://127.0.0.1:${port}`, 5_000);
+    // The server's deadline timer runs on a fake clock; the sockets stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
-      const started = performance.now();
-      const res = await exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))), {
+      let answered = false;
+      const pending = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))), {
         'grpc-timeout': '100m',
-      });
+      }).finally(() => (answered = true));
+      for (let i = 0; i < 10_000 && service.held === 0; i++) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(service.held).toBe(1);
+      await vi.advanceTimersByTimeAsync(99);
+      await flushed(session);
+      expect(answered).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      const res = await pending;
       expect(res.status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
-      expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+      // The deadline answered a call the service had taken and still held.
+      expect(service.held).toBe(1);
     } finally {
+      vi.useRealTimers();
       session.destroy();
     }
   });
@@ -374,10 +396,10 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
         session.on('goaway', (code: number) => resolve(code)),
       );
       const inFlight = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))));
-      const deadline = Date.now() + 5_000;
-      while (service.held === 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 5));
-      }
+      await waitFor('the service to hold the call', () => service.held === 1, {
+        timeoutMs: 5_000,
+        intervalMs: 5,
+      });
       expect(service.held).toBe(1);
       const closing = server!.close(5_000);
       server = undefined;
@@ -397,17 +419,29 @@ describe.each(KINDS)('GRPC_SERVER=%s: deadlines, health Watch and shutdown', (ki
     const session = await connectHttp2(`http://127.0.0.1:${port}`, 5_000);
     try {
       const inFlight = exchange(session, grpcFrame(encodeRequest(rlsRequest('p', [{ k: 'a' }]))));
-      const deadline = Date.now() + 5_000;
-      while (service.held === 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 5));
-      }
-      const started = performance.now();
-      await server!.close(200);
+      await waitFor('the service to hold the call', () => service.held === 1, {
+        timeoutMs: 5_000,
+        intervalMs: 5,
+      });
+      // The grace timer runs on a fake clock; the sockets stay real.
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      let closed = false;
+      let answered = false;
+      const closing = server!.close(200).then(() => (closed = true));
       server = undefined;
-      expect(performance.now() - started).toBeLessThan(3_000);
+      void inFlight.finally(() => (answered = true));
+      await vi.advanceTimersByTimeAsync(199);
+      await flushed(session);
+      expect([closed, answered]).toEqual([false, false]);
+      await vi.advanceTimersByTimeAsync(1);
+      vi.useRealTimers();
+      await closing;
+      // The grace period ended the close, not the call: the service still holds it unanswered.
+      expect(service.held).toBe(1);
       const res = await inFlight;
       expect(res.status).not.toBe('0');
     } finally {
+      vi.useRealTimers();
       session.destroy();
     }
   });

@@ -421,10 +421,12 @@ describe(`grpc-timeout longer than a Node timer holds (GRPC_SERVER=${KIND})`, ()
         stream.on('trailers', read);
         stream.resume();
         const closed = new Promise<void>((resolve) => stream.on('close', resolve));
-        // The headers reach the server and its deadline timer starts before the body is sent;
-        // the pause gives a timer that overflowed (and so fires after 1 ms) the time to fire.
+        // The PING's answer comes after the server has read the headers and armed its deadline
+        // timer. A timer that overflowed fires after 1 ms; Node fires timers of one duration in
+        // the order they were set, so once this 1 ms timer of ours has fired, so has that one.
+        // (Not a sleep: an ordering barrier in this process, where the server runs.)
         await pingHttp2(session, 10_000);
-        await new Promise((r) => setTimeout(r, 20));
+        await new Promise((r) => setTimeout(r, 1));
         // RateLimitRequest { domain (1): "hostile", descriptors (2): [{ entries: [k=v] }] }.
         const message = Buffer.concat([
           Buffer.from([0x0a, 7]),

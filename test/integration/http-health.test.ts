@@ -14,7 +14,7 @@ import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { createGrpcServer } from '../../src/transport/grpc/server.js';
 import type { ServiceServer } from '../../src/transport/rpc.js';
 import { createHttpServer, type HttpServer } from '../../src/transport/http/server.js';
-import { buildSnapshot } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
 import {
   ensureBuilt,
   freePort,

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createStore } from '../../src/stores/index.js';
 import { hashTagOf, redisKeyOf, slotOfTag } from '../../src/stores/redis/keys.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -19,24 +19,9 @@ import {
   type RedisCluster,
   type RedisSentinelSetup,
 } from '../helpers/redis.js';
+import { specBuilder } from '../helpers/specs.js';
 
-function spec(
-  key: string,
-  hits: number,
-  limit: number,
-  more: Partial<CounterSpec> = {},
-): CounterSpec {
-  return {
-    key,
-    algorithm: 'sliding_window',
-    limit,
-    windowMs: 3_600_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  };
-}
+const spec = specBuilder({ windowMs: 3_600_000 });
 
 /** Counter keys of `count` descriptors whose hash tags fall in pairwise different slots. */
 function keysInDistinctSlots(count: number, domain: string): string[] {

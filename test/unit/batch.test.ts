@@ -7,22 +7,10 @@ import {
   cumulativeHits,
   quotaRejects,
 } from '../../src/stores/batch.js';
-import type { CounterMode, CounterSpec } from '../../src/stores/counter-store.js';
+import { specBuilder } from '../helpers/specs.js';
 
-/** A spec on `key` with `hits` and `mode`; the numbers the batch rule never reads are fixed. */
-function spec(key: string, hits: number, mode: CounterMode = 'enforced', quotaGroup?: number) {
-  const out: CounterSpec = {
-    key,
-    algorithm: 'fixed_window',
-    limit: 10,
-    windowMs: 1_000,
-    burst: 10,
-    hits,
-    mode,
-  };
-  if (quotaGroup !== undefined) out.quotaGroup = quotaGroup;
-  return out;
-}
+/** Specs whose numbers the batch rule never reads are fixed: 10 per second, fixed window. */
+const spec = specBuilder({ algorithm: 'fixed_window', windowMs: 1_000 });
 
 /** Up to 40 specs on a few keys: both sides of the scan / map threshold, many repeated keys. */
 const batches = fc.array(fc.record({ key: fc.constantFrom('a', 'b', 'c', 'd'), hits: fc.nat(5) }), {
@@ -52,26 +40,33 @@ describe('the batch kernel (docs/semantics.md §3)', () => {
   });
 
   it('admits when every enforced spec has room, whatever shadow specs say', () => {
-    const specs = [spec('a', 1), spec('b', 1, 'shadow')];
+    const specs = [spec('a', 1), spec('b', 1, undefined, { mode: 'shadow' })];
     expect(admits(specs, [false, true])).toBe(true);
     expect(admits(specs, [true, false])).toBe(false);
   });
 
   it('rejects on quota only when every quota group has a spec without room', () => {
-    const specs = [spec('a', 1, 'quota', 0), spec('b', 1, 'quota', 0), spec('c', 1, 'quota', 1)];
+    const specs = [
+      spec('a', 1, undefined, { mode: 'quota', quotaGroup: 0 }),
+      spec('b', 1, undefined, { mode: 'quota', quotaGroup: 0 }),
+      spec('c', 1, undefined, { mode: 'quota', quotaGroup: 1 }),
+    ];
     expect(quotaRejects(specs, [true, false, true])).toBe(true);
     expect(admits(specs, [true, false, true])).toBe(false);
     expect(admits(specs, [true, false, false])).toBe(true);
     // Quota specs without a group never reject.
-    const ungrouped = [spec('a', 1, 'quota'), spec('b', 1, 'quota')];
+    const ungrouped = [
+      spec('a', 1, undefined, { mode: 'quota' }),
+      spec('b', 1, undefined, { mode: 'quota' }),
+    ];
     expect(admits(ungrouped, [true, true])).toBe(true);
   });
 
   it('charges an admitted spec with hits, a quota spec only when it had room', () => {
     expect(charges(spec('a', 2), false)).toBe(true);
     expect(charges(spec('a', 0), false)).toBe(false);
-    expect(charges(spec('a', 2, 'shadow'), true)).toBe(true);
-    expect(charges(spec('a', 2, 'quota'), true)).toBe(false);
-    expect(charges(spec('a', 2, 'quota'), false)).toBe(true);
+    expect(charges(spec('a', 2, undefined, { mode: 'shadow' }), true)).toBe(true);
+    expect(charges(spec('a', 2, undefined, { mode: 'quota' }), true)).toBe(false);
+    expect(charges(spec('a', 2, undefined, { mode: 'quota' }), false)).toBe(true);
   });
 });

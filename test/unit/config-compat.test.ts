@@ -4,7 +4,8 @@
  * docs/compatibility.md records the behaviour.
  */
 import { describe, expect, it } from 'vitest';
-import { buildSnapshot, type ConfigSnapshot } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
+import type { ConfigSnapshot } from '../../src/config/types.js';
 import { validateFiles } from '../../src/config/validate.js';
 import { ConfigError, type ConfigProblem } from '../../src/errors.js';
 import type { RequestDescriptor } from '../../src/model.js';

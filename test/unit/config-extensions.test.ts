@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildSnapshot, type ConfigOptions } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
+import type { ConfigOptions } from '../../src/config/validate.js';
 import { ConfigError, type ConfigProblem } from '../../src/errors.js';
 import type { RequestDescriptor } from '../../src/model.js';
 

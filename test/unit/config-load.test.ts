@@ -8,7 +8,7 @@ import {
   collectConfigFiles,
   isIgnoredName,
   loadSnapshot,
-} from '../../src/config/index.js';
+} from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/config/', import.meta.url));

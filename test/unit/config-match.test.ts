@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
-import { buildSnapshot, compileGlob, matchGlob } from '../../src/config/index.js';
-import type { ConfigSnapshot, LimitMatch } from '../../src/config/index.js';
+import { compileGlob, matchGlob } from '../../src/config/glob.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
+import type { ConfigSnapshot, LimitMatch } from '../../src/config/types.js';
 import type { LimitOverride, RequestDescriptor } from '../../src/model.js';
 import { makeRule } from '../helpers/rules.js';
 

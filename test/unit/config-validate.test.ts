@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest';
-import { buildSnapshot, type ConfigOptions } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
+import type { ConfigOptions } from '../../src/config/validate.js';
 import { ConfigError, type ConfigProblem } from '../../src/errors.js';
 
 type Files = Record<string, string>;

@@ -16,6 +16,7 @@ import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { Algorithm } from '../../src/algorithms/index.js';
 import { makeRule } from '../helpers/rules.js';
 import { buildSnapshot } from '../../src/config/snapshot.js';
+import { specBuilder } from '../helpers/specs.js';
 
 function snapshotOf(rule: RateLimitRule): ConfigSnapshot {
   const match: LimitMatch = { rule, sharedPatterns: undefined };
@@ -115,24 +116,16 @@ describe.each(ALGORITHMS)('%s: totals never go negative and no charge is lost', 
   it('a shadow counter saturates below 2^53 and stays an exact integer', () => {
     const clock = createManualClock(1_700_000_000_000);
     const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
-    const spec = (hits: number) => ({
-      key: 'sat',
-      algorithm,
-      limit: 3,
-      windowMs: 1_000,
-      burst: 3,
-      hits,
-      mode: 'shadow' as const,
-    });
+    const spec = specBuilder({ algorithm, limit: 3, windowMs: 1_000, mode: 'shadow' });
     // The store itself does not rely on the limiter's bound.
-    for (let k = 0; k < 4; k++) store.applyNow!([spec(2 ** 52)]);
-    store.applyNow!([spec(1)]);
+    for (let k = 0; k < 4; k++) store.applyNow!([spec('sat', 2 ** 52)]);
+    store.applyNow!([spec('sat', 1)]);
     const [counter] = store.top!(1);
     expect(counter!.count).toBeLessThanOrEqual(Number.MAX_SAFE_INTEGER);
     expect(counter!.count).toBeGreaterThanOrEqual(2 ** 52);
     expect(Number.isSafeInteger(counter!.count)).toBe(true);
     clock.advance(5_000);
-    const after = store.applyNow!([spec(1)]);
+    const after = store.applyNow!([spec('sat', 1)]);
     expect(after.results[0]!.remaining).toBe(2);
     expect(store.top!(1)[0]!.count).toBe(1);
   });

@@ -16,20 +16,11 @@ import type {
 } from '../../src/stores/counter-store.js';
 import { withFailurePolicy } from '../../src/stores/failure-policy.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const T0 = 1_700_000_000_000;
 
-function spec(key: string, limit: number, hits = 1): CounterSpec {
-  return {
-    key,
-    algorithm: 'fixed_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ algorithm: 'fixed_window' });
 
 /** A remote store whose next calls fail with `failure` (or answer `answer`) as the test says. */
 class Remote implements CounterStore {
@@ -82,7 +73,7 @@ describe('failure policy: the remote store answers', () => {
       const metrics = recordingMetrics();
       const fallback = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 0 });
       const store = withFailurePolicy({ store: remote, mode, fallback, metrics });
-      await expect(store.apply([spec('a', 5)])).resolves.toEqual({
+      await expect(store.apply([spec('a', 1, 5)])).resolves.toEqual({
         admitted: true,
         results: [{ overLimit: false, remaining: 42, resetMs: 7 }],
       });
@@ -100,7 +91,7 @@ describe('failure policy: the remote store answers', () => {
       const metrics = recordingMetrics();
       const fallback = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 0 });
       const store = withFailurePolicy({ store: remote, mode, fallback, metrics });
-      const error = await store.apply([spec('a', 5)]).catch((e: unknown) => e);
+      const error = await store.apply([spec('a', 1, 5)]).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SluiceError);
       expect(error).toMatchObject({ code: 'INTERNAL', message: 'script bug' });
       expect(metrics.fallbacks).toEqual([]);
@@ -116,7 +107,7 @@ describe('failure policy: the remote store is unavailable', () => {
     remote.failure = failure;
     const metrics = recordingMetrics();
     const store = withFailurePolicy({ store: remote, mode: 'error', metrics });
-    await expect(store.apply([spec('a', 5)])).rejects.toBe(failure);
+    await expect(store.apply([spec('a', 1, 5)])).rejects.toBe(failure);
     expect(metrics.fallbacks).toEqual(['error']);
   });
 
@@ -125,7 +116,7 @@ describe('failure policy: the remote store is unavailable', () => {
     remote.failure = down();
     const metrics = recordingMetrics();
     const store = withFailurePolicy({ store: remote, mode: 'allow', metrics });
-    await expect(store.apply([spec('a', 5, 9), spec('b', 3)])).resolves.toEqual({
+    await expect(store.apply([spec('a', 9, 5), spec('b', 1, 3)])).resolves.toEqual({
       admitted: true,
       results: [
         { overLimit: false, remaining: 5, resetMs: 0 },
@@ -142,11 +133,11 @@ describe('failure policy: the remote store is unavailable', () => {
     const metrics = recordingMetrics();
     const fallback = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
     const store = withFailurePolicy({ store: remote, mode: 'memory', fallback, metrics });
-    const first = await store.apply([spec('a', 2)]);
+    const first = await store.apply([spec('a', 1, 2)]);
     expect(first.admitted).toBe(true);
     expect(first.results[0]).toMatchObject({ overLimit: false, remaining: 1 });
-    await store.apply([spec('a', 2)]);
-    const third = await store.apply([spec('a', 2)]);
+    await store.apply([spec('a', 1, 2)]);
+    const third = await store.apply([spec('a', 1, 2)]);
     expect(third.admitted).toBe(false);
     expect(third.results[0]!.overLimit).toBe(true);
     expect(metrics.fallbacks).toEqual(['memory', 'memory', 'memory']);
@@ -156,7 +147,7 @@ describe('failure policy: the remote store is unavailable', () => {
     expect(fallback.size()).toBe(1);
     // Back: the remote answers again, the fallback is not asked.
     remote.failure = undefined;
-    await expect(store.apply([spec('a', 2)])).resolves.toMatchObject({ admitted: true });
+    await expect(store.apply([spec('a', 1, 2)])).resolves.toMatchObject({ admitted: true });
     expect(metrics.fallbacks).toHaveLength(3);
   });
 
@@ -166,7 +157,7 @@ describe('failure policy: the remote store is unavailable', () => {
     for (const mode of ['error', 'allow', 'memory'] as const) {
       const fallback = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 0 });
       const store = withFailurePolicy({ store: remote, mode, fallback });
-      const outcome = await store.apply([spec('a', 5)]).then(
+      const outcome = await store.apply([spec('a', 1, 5)]).then(
         (batch) => batch.admitted,
         (error: unknown) => (error as SluiceError).code,
       );
@@ -227,8 +218,8 @@ describe('failure policy: health, size, close and top', () => {
     remote.failure = down();
     const fallback = createMemoryStore({ clock: createManualClock(T0).now, sweepIntervalMs: 0 });
     const store = withFailurePolicy({ store: remote, mode: 'memory', fallback });
-    await store.apply([spec('busy', 10, 3)]);
-    await store.apply([spec('calm', 10, 1)]);
+    await store.apply([spec('busy', 3, 10)]);
+    await store.apply([spec('calm', 1, 10)]);
     const top: CounterSnapshot[] = store.top!(1);
     expect(top.map((row) => row.key)).toEqual(['busy']);
     expect(top).toEqual(fallback.top!(1));

@@ -9,7 +9,8 @@ import { createManualClock } from '../../src/clock.js';
 import { fixedWindow, windowStartMs } from '../../src/algorithms/fixed-window.js';
 import { createCounterState, type AlgorithmResult } from '../../src/algorithms/types.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -28,9 +29,7 @@ function storeAt(startMs: number) {
   return { clock, store };
 }
 
-function spec(limit: number, windowMs: number, hits = 1, key = 'k'): CounterSpec {
-  return { key, algorithm: 'fixed_window', limit, windowMs, burst: limit, hits, mode: 'enforced' };
-}
+const spec = specBuilder({ algorithm: 'fixed_window', windowMs: MINUTE });
 
 /** One request on the bare module: refresh, hasRoom, charge on room, result. */
 function step(
@@ -111,7 +110,9 @@ describe('fixed_window reproduces the reference (table)', () => {
       expect(first).toEqual({ overLimit: false, remaining: row.limit - 1, resetMs: row.resetMs });
 
       const { store } = storeAt(row.nowMs);
-      const { admitted, results } = await store.apply([spec(row.limit, row.windowMs)]);
+      const { admitted, results } = await store.apply([
+        spec('k', 1, row.limit, { windowMs: row.windowMs }),
+      ]);
       expect(admitted).toBe(true);
       expect(results[0]).toEqual({
         overLimit: false,
@@ -138,65 +139,65 @@ describe('fixed_window through the memory store with a manual clock', () => {
     const { clock, store } = storeAt(2222 * SECOND);
     const remaining: number[] = [];
     for (let i = 0; i < 10; i++) {
-      const { admitted, results } = await store.apply([spec(10, MINUTE)]);
+      const { admitted, results } = await store.apply([spec('k', 1, 10)]);
       expect(admitted).toBe(true);
       remaining.push(results[0]!.remaining);
       expect(results[0]!.resetMs).toBe(58 * SECOND - i * 100);
       clock.advance(100);
     }
     expect(remaining).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
-    const over = await store.apply([spec(10, MINUTE)]);
+    const over = await store.apply([spec('k', 1, 10)]);
     expect(over.admitted).toBe(false);
     expect(over.results[0]).toEqual({ overLimit: true, remaining: 0, resetMs: 57 * SECOND });
   });
 
   it('rejected hits charge nothing (unlike the reference)', async () => {
     const { store } = storeAt(2222 * SECOND);
-    expect((await store.apply([spec(10, MINUTE, 7)])).results[0]!.remaining).toBe(3);
+    expect((await store.apply([spec('k', 7, 10)])).results[0]!.remaining).toBe(3);
     // 4 hits do not fit in 3: rejected, and the count stays 7.
-    const over = await store.apply([spec(10, MINUTE, 4)]);
+    const over = await store.apply([spec('k', 4, 10)]);
     expect(over.admitted).toBe(false);
     expect(over.results[0]!.overLimit).toBe(true);
     for (let i = 0; i < 5; i++)
-      expect((await store.apply([spec(10, MINUTE, 4)])).admitted).toBe(false);
+      expect((await store.apply([spec('k', 4, 10)])).admitted).toBe(false);
     // Exactly the 3 left still fit.
-    const fit = await store.apply([spec(10, MINUTE, 3)]);
+    const fit = await store.apply([spec('k', 3, 10)]);
     expect(fit.admitted).toBe(true);
     expect(fit.results[0]!.remaining).toBe(0);
-    expect((await store.apply([spec(10, MINUTE, 1)])).admitted).toBe(false);
+    expect((await store.apply([spec('k', 1, 10)])).admitted).toBe(false);
   });
 
   it('a request larger than the limit is refused with the window end as reset', async () => {
     const { store } = storeAt(2222 * SECOND);
-    const over = await store.apply([spec(10, MINUTE, 11)]);
+    const over = await store.apply([spec('k', 11, 10)]);
     expect(over.admitted).toBe(false);
     expect(over.results[0]).toEqual({ overLimit: true, remaining: 0, resetMs: 58 * SECOND });
   });
 
   it('rolls over at the window boundary: full at 2279.999 s, fresh at 2280 s', async () => {
     const { clock, store } = storeAt(2222 * SECOND);
-    expect((await store.apply([spec(10, MINUTE, 10)])).admitted).toBe(true);
+    expect((await store.apply([spec('k', 10, 10)])).admitted).toBe(true);
     clock.set(2279_999);
-    const last = await store.apply([spec(10, MINUTE)]);
+    const last = await store.apply([spec('k', 1, 10)]);
     expect(last.admitted).toBe(false);
     expect(last.results[0]!.resetMs).toBe(1);
     clock.advance(1);
-    const fresh = await store.apply([spec(10, MINUTE)]);
+    const fresh = await store.apply([spec('k', 1, 10)]);
     expect(fresh.admitted).toBe(true);
     expect(fresh.results[0]).toEqual({ overLimit: false, remaining: 9, resetMs: MINUTE });
   });
 
   it('a 300 s window (minute x 5) rolls over at 2400 s, not at the next minute', async () => {
     const { clock, store } = storeAt(2222 * SECOND);
-    expect((await store.apply([spec(3, 5 * MINUTE, 3)])).admitted).toBe(true);
+    expect((await store.apply([spec('k', 3, 3, { windowMs: 5 * MINUTE })])).admitted).toBe(true);
     clock.set(2280 * SECOND); // next minute: still the same 300 s window
-    const stillFull = await store.apply([spec(3, 5 * MINUTE)]);
+    const stillFull = await store.apply([spec('k', 1, 3, { windowMs: 5 * MINUTE })]);
     expect(stillFull.admitted).toBe(false);
     expect(stillFull.results[0]!.resetMs).toBe(120 * SECOND);
     clock.set(2400 * SECOND - 1);
-    expect((await store.apply([spec(3, 5 * MINUTE)])).admitted).toBe(false);
+    expect((await store.apply([spec('k', 1, 3, { windowMs: 5 * MINUTE })])).admitted).toBe(false);
     clock.advance(1);
-    const fresh = await store.apply([spec(3, 5 * MINUTE)]);
+    const fresh = await store.apply([spec('k', 1, 3, { windowMs: 5 * MINUTE })]);
     expect(fresh.admitted).toBe(true);
     expect(fresh.results[0]).toEqual({ overLimit: false, remaining: 2, resetMs: 300 * SECOND });
   });

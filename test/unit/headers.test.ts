@@ -6,7 +6,7 @@
 import { parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import { buildSnapshot } from '../../src/config/index.js';
+import { buildSnapshot } from '../../src/config/snapshot.js';
 import { createLimiter } from '../../src/limiter/limiter.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import type { RateLimitResponse } from '../../src/model.js';

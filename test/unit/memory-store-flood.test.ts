@@ -6,25 +6,17 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { createStore } from '../../src/stores/index.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadSettings } from '../../src/settings.js';
 import { capturingLogger } from '../helpers/app.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const CAP = 1_000;
 const JUNK = 20_000;
 
-const spec = (key: string, limit = 5): CounterSpec => ({
-  key,
-  algorithm: 'sliding_window',
-  limit,
-  windowMs: 60_000,
-  burst: limit,
-  hits: 1,
-  mode: 'enforced',
-});
+const spec = specBuilder({ limit: 5 });
 
 function setup() {
   const clock = createManualClock(1_700_000_000_000);
@@ -38,7 +30,7 @@ function setup() {
     onNotStored: (count) => (notStored += count),
   });
   const admitted = (key: string, limit = 5): boolean =>
-    store.applyNow!([spec(key, limit)]).admitted;
+    store.applyNow!([spec(key, 1, limit)]).admitted;
   return { clock, store, admitted, evictions, notStored: () => notStored };
 }
 
@@ -103,7 +95,7 @@ describe('the memory store as the app creates it: keys not stored are counted an
       logger,
       metrics: metrics.store,
     });
-    const limited = (key: string) => store.applyNow!([spec(key, 1)]).admitted;
+    const limited = (key: string) => store.applyNow!([spec(key, 1, 1)]).admitted;
     for (let i = 0; i < 64; i++) expect(limited(`full-${i}`)).toBe(true);
     for (let i = 0; i < 10; i++) expect(limited(`new-${i}`)).toBe(true);
     const warnings = () => lines.filter((l) => String(l.msg).startsWith('new counters not stored'));
@@ -127,22 +119,22 @@ describe('a counter is limiting when any spec on its key is', () => {
     const clock = createManualClock(1_700_000_000_000);
     const store = createMemoryStore({ clock: clock.now, maxKeys: 8, sweepIntervalMs: 0 });
     // One counter, two limits on it: 10 has room after 2 hits, 2 has none.
-    expect(store.applyNow!([spec('k', 10), spec('k', 2)]).admitted).toBe(true);
+    expect(store.applyNow!([spec('k', 1, 10), spec('k', 1, 2)]).admitted).toBe(true);
     for (let i = 0; i < 200; i++) {
       store.applyNow!([spec(`junk-${i}`)]);
       store.applyNow!([spec(`junk-${i}`)]);
     }
-    expect(store.applyNow!([spec('k', 2)]).admitted).toBe(false);
+    expect(store.applyNow!([spec('k', 1, 2)]).admitted).toBe(false);
   });
 
   it('the first spec left without room protects it too, whatever the later ones', () => {
     const clock = createManualClock(1_700_000_000_000);
     const store = createMemoryStore({ clock: clock.now, maxKeys: 8, sweepIntervalMs: 0 });
-    expect(store.applyNow!([spec('k', 2), spec('k', 10)]).admitted).toBe(true);
+    expect(store.applyNow!([spec('k', 1, 2), spec('k', 1, 10)]).admitted).toBe(true);
     for (let i = 0; i < 200; i++) {
       store.applyNow!([spec(`junk-${i}`)]);
       store.applyNow!([spec(`junk-${i}`)]);
     }
-    expect(store.applyNow!([spec('k', 2)]).admitted).toBe(false);
+    expect(store.applyNow!([spec('k', 1, 2)]).admitted).toBe(false);
   });
 });

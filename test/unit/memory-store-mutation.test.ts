@@ -8,28 +8,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import type { Algorithm } from '../../src/algorithms/index.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore, type EvictReason } from '../../src/stores/memory/memory-store.js';
+import { spec } from '../helpers/specs.js';
 
 const T0 = 1_700_000_000_000;
-
-function spec(
-  key: string,
-  hits: number,
-  limit: number,
-  more: Partial<CounterSpec> = {},
-): CounterSpec {
-  return {
-    key,
-    algorithm: 'sliding_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  };
-}
 
 const open: CounterStore[] = [];
 afterEach(async () => {

@@ -1,20 +1,10 @@
 /** The memory store's optional top(n), which feeds the debug server's /counters view. */
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import { specBuilder } from '../helpers/specs.js';
 
-function spec(key: string, hits: number, limit = 100): CounterSpec {
-  return {
-    key,
-    algorithm: 'sliding_window',
-    limit,
-    windowMs: 60_000,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-  };
-}
+const spec = specBuilder({ limit: 100 });
 
 describe('memory store top(n)', () => {
   it('lists the busiest live counters first, with their limit and time to expiry', async () => {

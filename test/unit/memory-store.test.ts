@@ -6,23 +6,13 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { createMemoryStore, type EvictReason } from '../../src/stores/memory/memory-store.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const T0 = 1_700_000_000_000;
 const W = 1_000;
 
-function spec(key: string, hits: number, limit: number, more: Partial<CounterSpec> = {}) {
-  return {
-    key,
-    algorithm: 'sliding_window',
-    limit,
-    windowMs: W,
-    burst: limit,
-    hits,
-    mode: 'enforced',
-    ...more,
-  } satisfies CounterSpec;
-}
+const spec = specBuilder({ windowMs: W });
 
 interface Harness {
   clock: ManualClock;

@@ -12,7 +12,7 @@ import {
   EMPTY_DOMAIN_MESSAGE,
   validateRequest,
   type RequestBounds,
-} from '../../src/service/rate-limit-service.js';
+} from '../../src/service/validate-request.js';
 
 const BOUNDS: RequestBounds = { maxDescriptors: 3, maxEntries: 2, maxEntryLength: 5 };
 

@@ -1,5 +1,5 @@
 import dgram from 'node:dgram';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import {
@@ -130,11 +130,11 @@ describe('the UDP sink', () => {
         { length: 60 },
         (_, i) => `ratelimit.service.rate_limit.edge.user_é${i}.total_hits:${i + 1}|c`,
       );
-      const deadline = Date.now() + 5_000;
       const lines = () => datagrams.flatMap((d) => d.toString('utf8').split('\n').filter(Boolean));
-      while (lines().length < want.length && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await vi.waitFor(() => expect(lines().length).toBeGreaterThanOrEqual(want.length), {
+        timeout: 5_000,
+        interval: 10,
+      });
       expect(datagrams.length).toBeGreaterThan(1);
       for (const d of datagrams) {
         expect(d.length).toBeLessThanOrEqual(1432);

@@ -13,8 +13,9 @@ import { createManualClock } from '../../src/clock.js';
 import { ALGORITHMS, type Algorithm } from '../../src/algorithms/index.js';
 import { SUB_BUCKETS } from '../../src/algorithms/sliding-window.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { UNIT_MS } from '../../src/model.js';
+import { specBuilder } from '../helpers/specs.js';
 
 const W = 5 * 60_000;
 /** A multiple of 300 s (so also of a 15 s sub-bucket): fixed windows and buckets start here. */
@@ -34,9 +35,7 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((store) => store.close()));
 });
 
-function spec(algorithm: Algorithm, hits: number): CounterSpec {
-  return { key: 'k', algorithm, limit: LIMIT, windowMs: W, burst: LIMIT, hits, mode: 'enforced' };
-}
+const spec = specBuilder({ limit: LIMIT, windowMs: W });
 
 it('the window of minute x 5 is 300 000 ms', () => {
   expect(UNIT_MS.minute * 5).toBe(W);
@@ -48,7 +47,7 @@ describe.each(ALGORITHMS)('unit_multiplier 5 x minute with %s', (algorithm) => {
     const clock = createManualClock(T0);
     const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
     open.push(store);
-    const filled = await store.apply([spec(algorithm, LIMIT)]);
+    const filled = await store.apply([spec('k', LIMIT, LIMIT, { algorithm })]);
     expect(filled.admitted).toBe(true);
     expect(filled.results[0]!.remaining).toBe(0);
 
@@ -56,14 +55,14 @@ describe.each(ALGORITHMS)('unit_multiplier 5 x minute with %s', (algorithm) => {
     // A one-minute window would have freed them long ago: still refused at 60 s, 61 s and 299.999 s.
     for (const at of [T0 + 60_000, T0 + 61_000, T0 + W - 1, freedAt - 1]) {
       clock.set(at);
-      const over = await store.apply([spec(algorithm, LIMIT)]);
+      const over = await store.apply([spec('k', LIMIT, LIMIT, { algorithm })]);
       expect(over.admitted, `${algorithm} at +${at - T0} ms`).toBe(false);
       expect(over.results[0]!.overLimit).toBe(true);
       expect(over.results[0]!.resetMs, `${algorithm} reset at +${at - T0} ms`).toBe(freedAt - at);
     }
 
     clock.set(freedAt);
-    const again = await store.apply([spec(algorithm, LIMIT)]);
+    const again = await store.apply([spec('k', LIMIT, LIMIT, { algorithm })]);
     expect(again.admitted, `${algorithm} at +${freedAt - T0} ms`).toBe(true);
     expect(again.results[0]!.remaining).toBe(0);
   });
@@ -73,11 +72,15 @@ it('token_bucket minute x 5 with 5 per window refills one token per 60 s', async
   const clock = createManualClock(T0);
   const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
   open.push(store);
-  expect((await store.apply([spec('token_bucket', LIMIT)])).admitted).toBe(true);
+  expect(
+    (await store.apply([spec('k', LIMIT, LIMIT, { algorithm: 'token_bucket' })])).admitted,
+  ).toBe(true);
   clock.set(T0 + W / LIMIT - 1);
-  const over = await store.apply([spec('token_bucket', 1)]);
+  const over = await store.apply([spec('k', 1, LIMIT, { algorithm: 'token_bucket' })]);
   expect(over.admitted).toBe(false);
   expect(over.results[0]!.resetMs).toBe(1);
   clock.set(T0 + W / LIMIT);
-  expect((await store.apply([spec('token_bucket', 1)])).admitted).toBe(true);
+  expect((await store.apply([spec('k', 1, LIMIT, { algorithm: 'token_bucket' })])).admitted).toBe(
+    true,
+  );
 });

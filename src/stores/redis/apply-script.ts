@@ -60,7 +60,7 @@ export const ALGORITHM_CODES: Readonly<Record<Algorithm, number>> = Object.freez
 export const MODE_CODES = { enforced: 'e', shadow: 's', quota: 'q' } as const;
 
 /** Values per spec in ARGV after the three header values. */
-export const ARGS_PER_SPEC = 6;
+const ARGS_PER_SPEC = 6;
 
 /** The Lua constant holding an algorithm's code: its tag, upper-cased (`sw` -> `SW`). */
 function codeName(algorithm: AlgorithmDescriptor): string {

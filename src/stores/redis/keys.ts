@@ -8,7 +8,7 @@
 import { REDIS_LAYOUT_VERSION } from './apply-script.js';
 
 /** Number of hash slots of a Redis Cluster. */
-export const CLUSTER_SLOTS = 16384;
+const CLUSTER_SLOTS = 16384;
 
 /**
  * The hash tag of a counter key (8 hex digits, FNV-1a 32 of the part after `ALG|WINDOW|`). Never
