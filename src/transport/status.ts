@@ -65,7 +65,7 @@ export interface CallError {
 }
 
 /** How often a cause that keeps failing logs how many calls failed since its last line. */
-export const FAILURE_SUMMARY_INTERVAL_MS = 60_000;
+const FAILURE_SUMMARY_INTERVAL_MS = 60_000;
 
 /** What one logger remembers of the failures it logged: per error code, calls not yet logged. */
 interface FailureState {

@@ -111,7 +111,7 @@ export interface LeanServerOptions {
 }
 
 /** Request compression the server accepts, in the form `grpc-accept-encoding` lists them. */
-export const ACCEPT_ENCODING = 'identity,deflate,gzip';
+const ACCEPT_ENCODING = 'identity,deflate,gzip';
 
 const { NGHTTP2_CANCEL } = http2.constants;
 

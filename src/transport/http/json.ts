@@ -162,7 +162,7 @@ export function requestFromJson(body: string | Buffer): RateLimitRequest {
 }
 
 /** A google.protobuf.Duration in JSON: seconds with 0, 3, 6 or 9 fraction digits and `s`. */
-export function durationToJson(ms: number): string {
+function durationToJson(ms: number): string {
   const whole = Math.max(0, Math.round(ms));
   const seconds = Math.floor(whole / 1000);
   const millis = whole % 1000;

@@ -34,7 +34,7 @@ export interface HttpServer {
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
 
 /** Go's `http.Error`: a text body with the status text, as the reference answers errors. */
-export function sendError(res: http.ServerResponse, status: number): void {
+function sendError(res: http.ServerResponse, status: number): void {
   const body = `${http.STATUS_CODES[status] ?? 'Error'}\n`;
   res.writeHead(status, {
     'Content-Type': 'text/plain; charset=utf-8',

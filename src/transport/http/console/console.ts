@@ -28,10 +28,10 @@ import { explainPath, ruleView, rulesView } from './rules.js';
 import { createSampler, type Sampler } from './sampler.js';
 
 /** Default and largest `n` of `/api/hot?n=`. */
-export const HOT_DEFAULT = 20;
-export const HOT_MAX = 200;
+const HOT_DEFAULT = 20;
+const HOT_MAX = 200;
 /** Largest JSON body of `/api/try` and `/api/reset`, bytes. */
-export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
+const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
 /** What the console needs from the app. */
 export interface ConsoleOptions {
