@@ -1,14 +1,20 @@
 /**
- * One error base class with a closed set of codes. A rate limit decision is never an error;
- * these are failures only. Mapping to gRPC status codes lives in transport/grpc.
+ * The one error type of sluice, with a closed set of codes. A rate limit decision is never an
+ * error; these are failures only. Every code is documented in docs/errors.md (a unit test keeps
+ * the two in step); the gRPC status each one answers is mapped in transport/status.ts, the HTTP
+ * `/json` status in transport/http/server.ts.
  */
 
-/** Every failure kind sluice raises, with what it means. */
+/** Every failure kind sluice raises, with what it means (docs/errors.md says more). */
 export const ERROR_CODES = {
   INVALID_CONFIG: 'A rate limit configuration file set failed validation.',
   INVALID_SETTINGS: 'Environment variables or command-line flags are invalid.',
   INVALID_REQUEST: 'A ShouldRateLimit request is malformed or exceeds a size bound.',
+  MALFORMED_MESSAGE: 'The bytes of a request message are not a well-formed protobuf message.',
+  INVALID_UTF8: 'A string field of a request message is not valid UTF-8.',
+  INVALID_JSON: 'An HTTP /json (or console) body cannot be read as a RateLimitRequest.',
   STORE_UNAVAILABLE: 'The counter store could not answer.',
+  STORE_TIMEOUT: 'The counter store did not answer within REDIS_TIMEOUT.',
   NO_CONFIG:
     'No rate limit rules have arrived yet (an xDS source started with FORCE_START_WITHOUT_INITIAL_CONFIG).',
   INTERNAL: 'An unexpected failure inside sluice.',
@@ -33,6 +39,11 @@ export class SluiceError extends Error {
     if (value instanceof SluiceError) return value;
     const message = value instanceof Error ? value.message : String(value);
     return new SluiceError('INTERNAL', message, { cause: value });
+  }
+
+  /** Whether `value` is a SluiceError with one of `codes` (any code when none is given). */
+  static is(value: unknown, ...codes: readonly ErrorCode[]): value is SluiceError {
+    return value instanceof SluiceError && (codes.length === 0 || codes.includes(value.code));
   }
 }
 

@@ -3,7 +3,7 @@
  */
 import { readFile, readdir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { ConfigError, type ConfigProblem } from '../errors.js';
+import { ConfigError, SluiceError, type ConfigProblem } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
 import { buildSnapshot, compareNames } from './snapshot.js';
 import {
@@ -155,7 +155,8 @@ async function readConfigFiles(
     files.map(async (file) => {
       const info = await stat(file);
       if (info.size > MAX_RULE_FILE_LENGTH) {
-        throw new Error(
+        throw new SluiceError(
+          'INVALID_CONFIG',
           `the file is ${info.size} bytes long; at most ${MAX_RULE_FILE_LENGTH} are allowed; split it into several files`,
         );
       }

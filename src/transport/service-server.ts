@@ -1,6 +1,7 @@
 /**
- * One interface for the gRPC service port, whichever server implements it (`GRPC_SERVER`): the
- * lean server on `node:http2` (transport/h2, the default) or @grpc/grpc-js (transport/grpc).
+ * Builds the gRPC service port with the server `GRPC_SERVER` picks: the lean server on
+ * `node:http2` (transport/h2, the default) or @grpc/grpc-js (transport/grpc). Both implement
+ * {@link ServiceServer} (transport/rpc.ts).
  */
 import type { Logger } from '../logging/logger.js';
 import type { HealthSignal } from '../service/health.js';
@@ -9,6 +10,7 @@ import { createGrpcServer } from './grpc/server.js';
 import { reflectionPackageDefinition } from './grpc/reflection.js';
 import { createReflectionHandler } from './h2/reflection.js';
 import { createLeanServer } from './h2/server.js';
+import type { ServiceServer } from './rpc.js';
 import type { ServerTls } from './tls.js';
 import type { GrpcConnectionSettings, GrpcLimits, RequestBudget } from './limits.js';
 import type { TransportMetricsSink } from '../metrics/metrics.js';
@@ -42,17 +44,6 @@ export interface ServiceServerOptions {
   readonly budget?: RequestBudget | undefined;
   /** Where refusals are counted; `undefined`: nowhere. */
   readonly metrics?: TransportMetricsSink | undefined;
-}
-
-/** The gRPC service port: RateLimitService, health and reflection. */
-export interface ServiceServer {
-  /** Bind `host:port` (port 0 picks one) and start serving; resolves to the bound port. */
-  listen(host: string, port: number): Promise<number>;
-  /**
-   * Stop accepting calls (health NOT_SERVING first), let in-flight calls finish for up to
-   * `graceMs`, then cancel the rest.
-   */
-  close(graceMs: number): Promise<void>;
 }
 
 /** Create the server `options.kind` names (not yet listening). */

@@ -34,7 +34,13 @@ export const GRPC_STATUS_BY_CODE: Readonly<Record<ErrorCode, GrpcStatusCode>> = 
   INVALID_CONFIG: GrpcStatus.FAILED_PRECONDITION,
   INVALID_SETTINGS: GrpcStatus.FAILED_PRECONDITION,
   INVALID_REQUEST: GrpcStatus.INVALID_ARGUMENT,
+  // The reference answers undecodable bytes INTERNAL (docs/compatibility.md); sluice says it is
+  // the caller's: INVALID_ARGUMENT, with the reference's text (unmarshalErrorText).
+  MALFORMED_MESSAGE: GrpcStatus.INVALID_ARGUMENT,
+  INVALID_UTF8: GrpcStatus.INVALID_ARGUMENT,
+  INVALID_JSON: GrpcStatus.INVALID_ARGUMENT,
   STORE_UNAVAILABLE: GrpcStatus.UNAVAILABLE,
+  STORE_TIMEOUT: GrpcStatus.UNAVAILABLE,
   // The reference answers a plain Go error here, which grpc-go sends as UNKNOWN.
   NO_CONFIG: GrpcStatus.UNKNOWN,
   INTERNAL: GrpcStatus.INTERNAL,
@@ -59,7 +65,7 @@ export interface CallError {
 }
 
 /** How often a cause that keeps failing logs how many calls failed since its last line. */
-export const FAILURE_SUMMARY_INTERVAL_MS = 60_000;
+const FAILURE_SUMMARY_INTERVAL_MS = 60_000;
 
 /** What one logger remembers of the failures it logged: per error code, calls not yet logged. */
 interface FailureState {
@@ -123,14 +129,15 @@ export function logCallFailure(
 }
 
 /**
- * Map anything a ShouldRateLimit handler threw to the status it answers. INTERNAL and
- * STORE_UNAVAILABLE failures are logged at error level through {@link logCallFailure} (bounded
+ * Map anything a ShouldRateLimit handler threw to the status it answers. INTERNAL and store
+ * failures (STORE_UNAVAILABLE, STORE_TIMEOUT) are logged at error level through {@link logCallFailure} (bounded
  * per cause, never one line per call); request errors are the caller's and are not logged.
  */
 export function toCallError(err: unknown, logger: Logger): CallError {
   const error = SluiceError.from(err);
-  if (error.code === 'INTERNAL' || error.code === 'STORE_UNAVAILABLE') {
+  const code = error.code;
+  if (code === 'INTERNAL' || code === 'STORE_UNAVAILABLE' || code === 'STORE_TIMEOUT') {
     logCallFailure(logger, error, 'ShouldRateLimit failed');
   }
-  return { code: GRPC_STATUS_BY_CODE[error.code], details: error.message };
+  return { code: GRPC_STATUS_BY_CODE[code], details: error.message };
 }

@@ -128,7 +128,7 @@ function parseCertificates(
 }
 
 /** A summary of `certificate` for logs. */
-export function summarize(certificate: X509Certificate): CertificateSummary {
+function summarize(certificate: X509Certificate): CertificateSummary {
   return {
     serialNumber: certificate.serialNumber,
     fingerprint256: certificate.fingerprint256,
@@ -224,7 +224,7 @@ export async function readTlsMaterial(
 }
 
 /** The options `tls.createSecureContext` / `server.setSecureContext` take for `material`. */
-export function contextOptionsOf(
+function contextOptionsOf(
   material: Pick<TlsMaterial, 'cert' | 'key' | 'ca'>,
 ): SecureContextOptions {
   // With a client CA, only it is trusted for client certificates (never the system's roots).

@@ -14,11 +14,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/logging/logger.js';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/model.js';
 import type { RateLimitService } from '../../src/service/rate-limit-service.js';
-import {
-  createServiceServer,
-  type GrpcServerKind,
-  type ServiceServer,
-} from '../../src/transport/service-server.js';
+import { createServiceServer, type GrpcServerKind } from '../../src/transport/service-server.js';
+import type { ServiceServer } from '../../src/transport/rpc.js';
 import { createEnvoyRlsClient, loadEnvoyRls, rlsRequest } from '../helpers/envoy-rls-client.js';
 import { connectHttp2, grpcFrame, parseGrpcFrames } from '../helpers/grpc-wire.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';

@@ -11,7 +11,8 @@ import { createHealthSignal } from '../../src/service/health.js';
 import { createRateLimitService } from '../../src/service/rate-limit-service.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import { createGrpcServer, type GrpcServer } from '../../src/transport/grpc/server.js';
+import { createGrpcServer } from '../../src/transport/grpc/server.js';
+import type { ServiceServer } from '../../src/transport/rpc.js';
 import { createHttpServer, type HttpServer } from '../../src/transport/http/server.js';
 import { buildSnapshot } from '../../src/config/snapshot.js';
 import {
@@ -48,7 +49,7 @@ describe('/healthcheck and gRPC health follow the store', () => {
     storeHealthy: () => store.healthy(),
   });
   let http: HttpServer;
-  let grpcServer: GrpcServer;
+  let grpcServer: ServiceServer;
   let base: string;
   let grpcAddress: string;
 

@@ -3,8 +3,8 @@
  * from a well-behaved encoder never reach (test/contract/rls-codec.test.ts covers those).
  */
 import { describe, expect, it } from 'vitest';
+import { SluiceError } from '../../src/errors.js';
 import {
-  DecodeError,
   decodeHealthCheckRequest,
   decodeRateLimitRequest,
   encodeHealthCheckResponse,
@@ -19,7 +19,10 @@ const ONE_DESCRIPTOR = [0x12, 0x08, 0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x
 
 describe('decodeRateLimitRequest refuses what is not a well-formed message', () => {
   const refuses = (input: Uint8Array, reason: RegExp): void => {
-    expect(() => decodeRateLimitRequest(input)).toThrow(DecodeError);
+    const code = reason.source.includes('UTF-8') ? 'INVALID_UTF8' : 'MALFORMED_MESSAGE';
+    expect(() => decodeRateLimitRequest(input)).toThrow(
+      expect.objectContaining({ name: 'SluiceError', code }),
+    );
     expect(() => decodeRateLimitRequest(input)).toThrow(reason);
   };
 
@@ -126,7 +129,10 @@ describe('health messages', () => {
   it('decodes the service name and encodes each status', () => {
     expect(decodeHealthCheckRequest(bytes(0x0a, 0x01, 0x78))).toBe('x');
     expect(decodeHealthCheckRequest(bytes())).toBe('');
-    expect(() => decodeHealthCheckRequest(bytes(0x0a, 0x02, 0x78))).toThrow(DecodeError);
+    expect(() => decodeHealthCheckRequest(bytes(0x0a, 0x02, 0x78))).toThrow(SluiceError);
+    expect(() => decodeHealthCheckRequest(bytes(0x0a, 0x02, 0x78))).toThrow(
+      expect.objectContaining({ code: 'MALFORMED_MESSAGE' }),
+    );
     expect([...encodeHealthCheckResponse(1)]).toEqual([0x08, 0x01]);
     expect([...encodeHealthCheckResponse(0)]).toEqual([]);
   });

@@ -2,6 +2,7 @@
  * Redis addresses as the reference's `REDIS_URL` writes them (docs/configuration.md). No client
  * code here, so settings validation can use it without loading ioredis.
  */
+import { SluiceError } from '../../errors.js';
 
 /** A host and port parsed from `host:port` or a URL. */
 export interface Address {
@@ -35,6 +36,11 @@ export function parseAddress(text: string): Address {
     };
   }
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(trimmed);
-  if (match === null) throw new Error('expected host:port or a redis:// URL for every address');
+  if (match === null) {
+    throw new SluiceError(
+      'INVALID_SETTINGS',
+      'expected host:port or a redis:// URL for every address',
+    );
+  }
   return { host: match[1] ?? match[2]!, port: Number(match[3]), tls: false };
 }

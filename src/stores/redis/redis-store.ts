@@ -193,10 +193,13 @@ class ClientState {
   }
 }
 
-/** Reject with STORE_UNAVAILABLE when `promise` has not settled after `ms`. */
+/** Reject with a SluiceError STORE_TIMEOUT when `promise` has not settled after `ms`. */
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
+    const timer = setTimeout(
+      () => reject(new SluiceError('STORE_TIMEOUT', `redis did not answer within ${ms}ms`)),
+      ms,
+    );
     promise.then(
       (value) => {
         clearTimeout(timer);
@@ -210,11 +213,23 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   });
 }
 
-class TimeoutError extends Error {
-  constructor(ms: number) {
-    super(`redis did not answer within ${ms}ms`);
-    this.name = 'TimeoutError';
-  }
+/**
+ * What ioredis 6 rejects a command with when its `commandTimeout` passes: a plain `Error` with
+ * this message (ioredis has no class for it; `Command.setTimeout` in its Command.js).
+ */
+const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+
+/**
+ * Whether a failed call timed out: our own timer (a SluiceError STORE_TIMEOUT) or ioredis's
+ * command timeout (the same REDIS_TIMEOUT), whichever fired first.
+ */
+function isTimeout(error: unknown): boolean {
+  if (SluiceError.is(error, 'STORE_TIMEOUT')) return true;
+  return (
+    error instanceof Error &&
+    Object.getPrototypeOf(error) === Error.prototype &&
+    error.message === IOREDIS_COMMAND_TIMEOUT
+  );
 }
 
 /** Create a Redis {@link CounterStore}; see the module header. */
@@ -455,8 +470,7 @@ class RedisStore implements CounterStore {
       const pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
       return await (state.boundsCalls ? pending : withTimeout(pending, state.timeoutMs));
     } catch (error) {
-      // Ours, or ioredis's own command timeout (the same REDIS_TIMEOUT), whichever fires first.
-      if (error instanceof TimeoutError || /timed out/i.test((error as Error).message)) {
+      if (isTimeout(error)) {
         this.metrics?.storeError('timeout');
         state.stall();
       } else {

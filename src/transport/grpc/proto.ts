@@ -4,15 +4,13 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { RLS_SERVICE_NAME } from '../rpc.js';
 
 /** The directory holding sluice's `.proto` files. */
 export const PROTO_DIR = fileURLToPath(new URL('../../../proto/', import.meta.url));
 
 /** The RLS file, relative to {@link PROTO_DIR}. */
 export const RLS_PROTO = 'envoy/service/ratelimit/v3/rls.proto';
-
-/** Fully-qualified service name, as Envoy calls it. */
-export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
 
 /**
  * Loader options shared by server and client: snake_case fields as on the wire, enums as names,

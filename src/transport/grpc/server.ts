@@ -1,6 +1,8 @@
 /**
- * The gRPC server: RateLimitService, grpc.health.v1.Health and server reflection on one port.
- * Error-to-status mapping lives here and only here.
+ * The @grpc/grpc-js server (`GRPC_SERVER=grpc-js`): RateLimitService, grpc.health.v1.Health
+ * (grpc-health-check) and server reflection (@grpc/reflection) on one port, with the port limits
+ * applied by ./guard.ts. Failures become gRPC statuses in transport/status.ts, the one place
+ * shared with the lean server (transport/h2).
  */
 import { X509Certificate } from 'node:crypto';
 import type http2 from 'node:http2';
@@ -26,11 +28,9 @@ import {
 import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import { createGuard } from './guard.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
-import { loadRlsPackage, rlsServiceDefinition, RLS_SERVICE_NAME } from './proto.js';
+import { loadRlsPackage, rlsServiceDefinition } from './proto.js';
+import { RLS_SERVICE_NAME, type ServiceServer } from '../rpc.js';
 import { reflectionPackageDefinition } from './reflection.js';
-
-/** gRPC status for each error code (defined once in transport/status.ts for both servers). */
-export { GRPC_STATUS_BY_CODE };
 
 /** Options for {@link createGrpcServer}. */
 export interface GrpcServerOptions {
@@ -84,24 +84,8 @@ export function connectionOptions(
   return options;
 }
 
-/** A gRPC server that can be started and stopped. */
-export interface GrpcServer {
-  /** Bind `host:port` (port 0 picks one) and start serving; resolves to the bound port. */
-  listen(host: string, port: number): Promise<number>;
-  /**
-   * Stop accepting calls, let in-flight calls finish for up to `graceMs`, then cancel the rest.
-   * Health turns NOT_SERVING first.
-   */
-  close(graceMs: number): Promise<void>;
-}
-
-/** Marks a request the decoder could not parse; the handler answers INVALID_ARGUMENT. */
-class Malformed {
-  constructor(readonly reason: string) {}
-}
-
 /** Create the server (not yet listening). */
-export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
+export function createGrpcServer(options: GrpcServerOptions): ServiceServer {
   const { service, logger, maxReceiveMessageBytes } = options;
   const traceHeaders = options.traceHeaders === true;
   const pkg = loadRlsPackage();
@@ -109,7 +93,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const method = definition.ShouldRateLimit!;
 
   // grpc-js answers INTERNAL when a deserializer throws; a malformed request is the caller's
-  // fault, so decode failures are turned into a value and answered INVALID_ARGUMENT.
+  // fault, so a decode failure is returned (not thrown) as a SluiceError the handler answers
+  // (INVALID_ARGUMENT, with the reference's text).
   const decode = method.requestDeserialize;
   const tolerant: grpc.ServiceDefinition = {
     ShouldRateLimit: {
@@ -119,9 +104,11 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
           const decoded: unknown = decode(bytes);
           const invalid = findInvalidUtf8(bytes, decoded);
           // Proto3 strings must be UTF-8; the decoder would count replacement characters instead.
-          return invalid === undefined ? decoded : new Malformed(unmarshalErrorText(true));
+          return invalid === undefined
+            ? decoded
+            : new SluiceError('INVALID_UTF8', unmarshalErrorText(true));
         } catch {
-          return new Malformed(unmarshalErrorText(false));
+          return new SluiceError('MALFORMED_MESSAGE', unmarshalErrorText(false));
         }
       },
     },
@@ -152,8 +139,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       callback: grpc.sendUnaryData<unknown>,
     ): void {
       const wire = call.request;
-      if (wire instanceof Malformed) {
-        callback({ code: grpc.status.INVALID_ARGUMENT, details: wire.reason });
+      if (wire instanceof SluiceError) {
+        callback({ code: GRPC_STATUS_BY_CODE[wire.code], details: wire.message });
         return;
       }
       let request;

@@ -5,8 +5,10 @@
  * with another wire type is treated as unknown, a repeated singular message is merged, the last
  * scalar wins, and absent fields are zero values. Anything that is not a well-formed message
  * (a length running past the end, a varint longer than 10 bytes, field number 0, wire type 6 or
- * 7, an unbalanced group, a string that is not UTF-8) throws {@link DecodeError}.
+ * 7, an unbalanced group) throws a {@link SluiceError} with code MALFORMED_MESSAGE; a string
+ * field that is not UTF-8, code INVALID_UTF8.
  */
+import { SluiceError } from '../../errors.js';
 import {
   RATE_LIMIT_UNITS,
   type DescriptorEntry,
@@ -20,16 +22,9 @@ import {
   type RequestDescriptor,
 } from '../../model.js';
 
-/** The bytes are not a well-formed message of the expected type. */
-export class DecodeError extends Error {
-  constructor(
-    message: string,
-    /** A string field is not UTF-8 (the message is otherwise well formed so far). */
-    readonly invalidUtf8 = false,
-  ) {
-    super(message);
-    this.name = 'DecodeError';
-  }
+/** The bytes are not a well-formed message of the expected type: MALFORMED_MESSAGE. */
+function malformed(message: string): SluiceError {
+  return new SluiceError('MALFORMED_MESSAGE', message);
 }
 
 const WIRE_VARINT = 0;
@@ -73,9 +68,9 @@ class Reader {
     let result = 0;
     let scale = 1;
     for (let i = 0; i < 10; i++) {
-      if (pos >= end) throw new DecodeError('truncated varint');
+      if (pos >= end) throw malformed('truncated varint');
       const b = buf[pos++]!;
-      if (i === 9 && b > 1) throw new DecodeError('varint longer than 64 bits');
+      if (i === 9 && b > 1) throw malformed('varint longer than 64 bits');
       result += (b & 0x7f) * scale;
       if (b < 0x80) {
         this.pos = pos;
@@ -83,7 +78,7 @@ class Reader {
       }
       scale *= 128;
     }
-    throw new DecodeError('varint longer than 10 bytes');
+    throw malformed('varint longer than 10 bytes');
   }
 
   /** A varint's low 32 bits, unsigned (how protobuf reads uint32 and enums). */
@@ -99,9 +94,9 @@ class Reader {
     let shift = 0;
     let p = pos;
     for (let i = 0; i < 10; i++) {
-      if (p >= this.end) throw new DecodeError('truncated varint');
+      if (p >= this.end) throw malformed('truncated varint');
       const b = buf[p++]!;
-      if (i === 9 && b > 1) throw new DecodeError('varint longer than 64 bits');
+      if (i === 9 && b > 1) throw malformed('varint longer than 64 bits');
       if (shift < 32) low |= (b & 0x7f) << shift;
       shift += 7;
       if (b < 0x80) {
@@ -110,7 +105,7 @@ class Reader {
       }
     }
     this.pos = start;
-    throw new DecodeError('varint longer than 10 bytes');
+    throw malformed('varint longer than 10 bytes');
   }
 
   /** A length prefix; returns the end offset of the bytes it announces. */
@@ -118,7 +113,7 @@ class Reader {
     const length = this.varint();
     const end = this.pos + length;
     if (end > this.end) {
-      throw new DecodeError(`length ${length} runs past the end of the message`);
+      throw malformed(`length ${length} runs past the end of the message`);
     }
     return end;
   }
@@ -143,7 +138,7 @@ class Reader {
     try {
       return utf8.decode(buf.subarray(start, end));
     } catch {
-      throw new DecodeError('string field is not valid UTF-8', true);
+      throw new SluiceError('INVALID_UTF8', 'string field is not valid UTF-8');
     }
   }
 
@@ -163,29 +158,29 @@ class Reader {
         this.advance(4);
         return;
       case WIRE_START_GROUP: {
-        if (depth > 100) throw new DecodeError('groups nested too deeply');
+        if (depth > 100) throw malformed('groups nested too deeply');
         for (;;) {
-          if (this.pos >= this.end) throw new DecodeError('unterminated group');
+          if (this.pos >= this.end) throw malformed('unterminated group');
           const tag = this.uint32();
           const number = tag >>> 3;
           const inner = tag & 7;
-          if (number === 0) throw new DecodeError('field number 0');
+          if (number === 0) throw malformed('field number 0');
           if (inner === WIRE_END_GROUP) {
-            if (number !== field) throw new DecodeError('mismatched end group');
+            if (number !== field) throw malformed('mismatched end group');
             return;
           }
           this.skip(inner, number, depth + 1);
         }
       }
       case WIRE_END_GROUP:
-        throw new DecodeError('end group without start group');
+        throw malformed('end group without start group');
       default:
-        throw new DecodeError(`invalid wire type ${wire}`);
+        throw malformed(`invalid wire type ${wire}`);
     }
   }
 
   private advance(bytes: number): void {
-    if (this.pos + bytes > this.end) throw new DecodeError('truncated fixed-width field');
+    if (this.pos + bytes > this.end) throw malformed('truncated fixed-width field');
     this.pos += bytes;
   }
 
@@ -193,7 +188,7 @@ class Reader {
   tag(): number {
     const tag = this.uint32();
     const number = tag >>> 3;
-    if (number === 0) throw new DecodeError('field number 0');
+    if (number === 0) throw malformed('field number 0');
     this.wire = tag & 7;
     return number;
   }
@@ -300,7 +295,8 @@ function readDescriptor(r: Reader, end: number): RequestDescriptor {
 
 /**
  * Decode a RateLimitRequest (envoy.service.ratelimit.v3, fields: domain 1, descriptors 2,
- * hits_addend 3) into its domain form. Throws {@link DecodeError} for malformed bytes.
+ * hits_addend 3) into its domain form. Throws a {@link SluiceError} (MALFORMED_MESSAGE or
+ * INVALID_UTF8) for malformed bytes.
  */
 export function decodeRateLimitRequest(buf: Uint8Array): RateLimitRequest {
   const r = new Reader(buf, 0, buf.length);
@@ -630,7 +626,7 @@ export function encodeRateLimitResponse(response: RateLimitResponse, prefix = 0)
     w.struct(dynamicMetadata);
   }
   if (w.pos !== buf.length) {
-    throw new Error(`response encoder wrote ${w.pos - prefix} of ${size} bytes`);
+    throw new SluiceError('INTERNAL', `response encoder wrote ${w.pos - prefix} of ${size} bytes`);
   }
   return buf;
 }

@@ -4,33 +4,37 @@
  * and server reflection on one port. It speaks exactly these methods, with the hand-written codec
  * of ./codec.ts, so a call costs one decode, the service call and one encode.
  *
+ * Each method registers its handler in one table by `:path` (as grpc-js registers handlers), so
+ * serving another RPC is one more entry: ShouldRateLimit, health Check and Watch, and each
+ * reflection path. A path not in the table is answered UNIMPLEMENTED.
+ *
  * Protocol points handled here: the 5-byte message prefix; `grpc-encoding` identity, gzip and
  * deflate for requests (others: UNIMPLEMENTED with `grpc-accept-encoding`); the receive size limit
  * (RESOURCE_EXHAUSTED, checked from the prefix before the message is read); `grpc-timeout`
  * (DEADLINE_EXCEEDED when the answer is not ready in time); statuses in trailers, or in a
- * Trailers-Only response for failures; keepalive PINGs, connection age and idle limits; graceful
- * shutdown with a two-step GOAWAY and a grace period.
+ * Trailers-Only response for failures; the byte budgets of unfinished requests; graceful shutdown
+ * with a grace period. Keepalive, connection age and idle limits, the two-step GOAWAY and the
+ * client SAN check are the connection policy's (./connection-policy.ts).
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import zlib from 'node:zlib';
 import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { RateLimitResponse } from '../../model.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
-import { RLS_SERVICE_NAME } from '../grpc/proto.js';
+import { METHOD_PATHS, RLS_SERVICE_NAME, type ServiceServer } from '../rpc.js';
 import { GrpcStatus, toCallError, unmarshalErrorText, type GrpcStatusCode } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import {
-  DecodeError,
   SERVING_STATUS,
   decodeHealthCheckRequest,
   decodeRateLimitRequest,
   encodeHealthCheckResponse,
   encodeRateLimitResponse,
 } from './codec.js';
+import { createConnectionPolicy } from './connection-policy.js';
 import {
   DEFAULT_GRPC_LIMITS,
   DEFAULT_REQUEST_BUFFER_BYTES,
@@ -75,18 +79,18 @@ export interface LeanServerOptions {
   /** Server reflection; `undefined` answers UNIMPLEMENTED for the reflection methods. */
   readonly reflection?: ReflectionHandler | undefined;
   /** Send a keepalive PING after this long without one, ms (default 2 hours; 0 = never). */
-  readonly keepaliveTimeMs?: number;
+  readonly keepaliveTimeMs?: number | undefined;
   /** Close a connection whose keepalive PING is not answered within this, ms (default 20 s). */
-  readonly keepaliveTimeoutMs?: number;
+  readonly keepaliveTimeoutMs?: number | undefined;
   /**
    * Close (GOAWAY) a connection that carried no frames for this long, ms (default 0 = never, as
    * envoyproxy/ratelimit).
    */
-  readonly idleTimeoutMs?: number;
+  readonly idleTimeoutMs?: number | undefined;
   /** Close (GOAWAY) a connection this long after it opened, ms (default 24 h, as the reference). */
-  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeMs?: number | undefined;
   /** Then cancel what is still open on it after this, ms (default 1 h, as the reference). */
-  readonly maxConnectionAgeGraceMs?: number;
+  readonly maxConnectionAgeGraceMs?: number | undefined;
   /**
    * Serve TLS (ALPN `h2`) with this material, applying each reload to new connections, asking
    * for client certificates when it has a client CA and closing connections whose certificate
@@ -106,29 +110,10 @@ export interface LeanServerOptions {
   readonly metrics?: TransportMetricsSink | undefined;
 }
 
-/** A gRPC server that can be started and stopped (the lean and the grpc-js server alike). */
-export interface LeanServer {
-  /** Bind `host:port` (port 0 picks one) and start serving; resolves to the bound port. */
-  listen(host: string, port: number): Promise<number>;
-  /**
-   * Health turns NOT_SERVING, Watch streams end, every connection gets GOAWAY; calls in flight
-   * may finish for up to `graceMs`, then the rest are cancelled.
-   */
-  close(graceMs: number): Promise<void>;
-}
-
-const RLS_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
-const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
-const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
-
 /** Request compression the server accepts, in the form `grpc-accept-encoding` lists them. */
-export const ACCEPT_ENCODING = 'identity,deflate,gzip';
+const ACCEPT_ENCODING = 'identity,deflate,gzip';
 
-const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR, NGHTTP2_INADEQUATE_SECURITY } = http2.constants;
-/** How long the first GOAWAY's PING may go unanswered before the final GOAWAY, ms. */
-const GOAWAY_PING_TIMEOUT_MS = 1_000;
-/** Largest stream id: the first GOAWAY of a graceful close promises to take every stream. */
-const MAX_STREAM_ID = 2 ** 31 - 1;
+const { NGHTTP2_CANCEL } = http2.constants;
 
 /** Headers of every successful response; Node copies them, so one object serves all calls. */
 const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
@@ -166,10 +151,22 @@ const enum Kind {
   Bidi,
 }
 
+/**
+ * One method in the table: its kind and its handler. A unary or server-streaming handler gets
+ * the one request message when the request ends; a bidi handler gets each message as it arrives.
+ * A handler answers through the server's `sendUnary`, `finishOk` or `fail`.
+ */
+interface Method {
+  readonly kind: Kind;
+  readonly handle: (call: Call, message: Buffer) => void;
+}
+
 /** The state of one call; kept on its stream so the shared listeners need no closures. */
 interface Call {
   readonly stream: http2.ServerHttp2Stream;
   readonly kind: Kind;
+  /** The method's handler, from the table. */
+  readonly handle: Method['handle'];
   readonly path: string;
   readonly encoding: Encoding;
   /** The connection's accounting. */
@@ -227,14 +224,9 @@ const BUDGET_SETTING: Readonly<Record<'connection_buffer' | 'total_buffer', stri
 };
 
 /** Create the lean server (not yet listening). */
-export function createLeanServer(options: LeanServerOptions): LeanServer {
-  const { service, logger, maxReceiveMessageBytes, health, reflection, tls } = options;
+export function createLeanServer(options: LeanServerOptions): ServiceServer {
+  const { service, logger, maxReceiveMessageBytes, health, reflection } = options;
   const traceHeaders = options.traceHeaders === true;
-  const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
-  const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
-  const idleTimeoutMs = options.idleTimeoutMs ?? 0;
-  const maxConnectionAgeMs = options.maxConnectionAgeMs ?? 24 * 3_600_000;
-  const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs ?? 3_600_000;
   const limits = options.limits ?? DEFAULT_GRPC_LIMITS;
   const budget = options.budget ?? createRequestBudget(DEFAULT_REQUEST_BUFFER_BYTES);
   const metrics = options.metrics ?? NO_TRANSPORT_METRICS;
@@ -254,133 +246,46 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
   let coarseNowMs = performance.now();
   let sweepTimer: NodeJS.Timeout | undefined;
 
-  const reflectionPaths = new Set(reflection?.paths ?? []);
   const serving = (): boolean => listening && !closing && (health?.serving() ?? true);
 
-  // Node's default caps a session's buffered memory at 10 MB; a full window of large messages on
-  // many streams can need more, and the receive limit already bounds each message.
-  const maxSessionMemory = 64;
-  const settings: http2.Settings = { maxConcurrentStreams: limits.maxConcurrentStreams };
-  const server: http2.Http2Server | http2.Http2SecureServer =
-    tls === undefined
-      ? http2.createServer({ maxSessionMemory, settings })
-      : http2.createSecureServer({
-          ...tls.contextOptions(),
-          // ALPN h2 only: a client that cannot speak HTTP/2 over TLS is refused.
-          allowHTTP1: false,
-          requestCert: tls.requireClientCertificate,
-          rejectUnauthorized: tls.requireClientCertificate,
-          maxSessionMemory,
-          settings,
-        });
-  // Connections past the bound are closed at accept, before any TLS or HTTP/2 work.
-  server.maxConnections = limits.maxConnections;
-  server.on('drop', () => metrics.refused('connections'));
-  /** Stops applying TLS reloads (at close). */
-  let stopTlsReload: (() => void) | undefined;
-  /** Fingerprints of client certificates whose refusal (missing SAN) was logged. */
-  const refusalsLogged = new Set<string>();
-  if (tls !== undefined) {
-    const secure = server as http2.Http2SecureServer;
-    // New connections get the new context; open ones keep the one they shook hands with.
-    stopTlsReload = tls.onChange(() => secure.setSecureContext(tls.contextOptions()));
-    secure.on('tlsClientError', (err: Error) =>
-      logger.debug({ err }, 'TLS handshake failed (e.g. no or untrusted client certificate)'),
-    );
-  }
+  const policy = createConnectionPolicy({
+    logger,
+    keepaliveTimeMs: options.keepaliveTimeMs,
+    keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+    idleTimeoutMs: options.idleTimeoutMs,
+    maxConnectionAgeMs: options.maxConnectionAgeMs,
+    maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs,
+    tls: options.tls,
+    limits,
+    metrics,
+  });
+  const server = policy.server;
   server.on('session', onSession);
   server.on('stream', onStream);
   // Errors of one connection or stream concern that peer only; the server keeps serving.
   server.on('sessionError', (err: Error) => logger.debug({ err }, 'HTTP/2 session error'));
 
+  // ---- the method table ------------------------------------------------------------------
+
+  /** Every method this server serves, by `:path`; any other path is answered UNIMPLEMENTED. */
+  const methods = new Map<string, Method>([
+    [METHOD_PATHS.shouldRateLimit, { kind: Kind.Unary, handle: shouldRateLimit }],
+    [METHOD_PATHS.healthCheck, { kind: Kind.Unary, handle: healthCheck }],
+    [METHOD_PATHS.healthWatch, { kind: Kind.ServerStream, handle: healthWatch }],
+  ]);
+  for (const path of reflection?.paths ?? []) {
+    methods.set(path, { kind: Kind.Bidi, handle: reflectionMessage });
+  }
+
   // ---- connections -----------------------------------------------------------------------
 
   function onSession(session: http2.ServerHttp2Session): void {
-    if (tls !== undefined && !clientAllowed(tls, session)) return;
+    if (!policy.admit(session)) return;
     (session as ConnectionSession)[CONNECTION] = { held: 0 };
     sessions.add(session);
-    const timers: NodeJS.Timeout[] = [];
-    if (closing) {
-      goAway(session);
-    }
-    if (keepaliveTimeMs > 0) {
-      const keepalive = setInterval(() => {
-        if (session.closed || session.destroyed) return;
-        const unanswered = setTimeout(() => {
-          logger.debug('keepalive PING not answered in time; closing the connection');
-          session.destroy();
-        }, keepaliveTimeoutMs);
-        unanswered.unref();
-        const sent = session.ping(() => clearTimeout(unanswered));
-        if (!sent) clearTimeout(unanswered);
-      }, keepaliveTimeMs);
-      keepalive.unref();
-      timers.push(keepalive);
-    }
-    if (maxConnectionAgeMs > 0) {
-      const age = setTimeout(() => {
-        goAway(session);
-        const grace = setTimeout(() => session.destroy(), maxConnectionAgeGraceMs);
-        grace.unref();
-        timers.push(grace);
-      }, maxConnectionAgeMs);
-      age.unref();
-      timers.push(age);
-    }
-    if (idleTimeoutMs > 0) session.setTimeout(idleTimeoutMs, () => goAway(session));
-    session.on('error', (err) => logger.debug({ err }, 'HTTP/2 connection error'));
-    session.once('close', () => {
-      sessions.delete(session);
-      for (const timer of timers) clearTimeout(timer);
-    });
-  }
-
-  /**
-   * `GRPC_CLIENT_TLS_SAN`: a client whose certificate lacks the SAN is closed before any stream
-   * (GOAWAY INADEQUATE_SECURITY), as the reference fails its handshake.
-   */
-  function clientAllowed(serverTls: ServerTls, session: http2.ServerHttp2Session): boolean {
-    if (serverTls.settings.clientSan === undefined) return true;
-    const socket = session.socket as TLSSocket;
-    const certificate = socket.getPeerX509Certificate();
-    if (serverTls.clientAllowed(certificate)) return true;
-    session.destroy(undefined, NGHTTP2_INADEQUATE_SECURITY);
-    // Once per certificate: a client that keeps reconnecting must not flood the log.
-    const fingerprint = certificate?.fingerprint256 ?? '';
-    if (refusalsLogged.has(fingerprint)) return false;
-    if (refusalsLogged.size >= 1_000) refusalsLogged.clear();
-    refusalsLogged.add(fingerprint);
-    logger.warn(
-      {
-        remoteAddress: socket.remoteAddress,
-        subject: certificate?.subject,
-        subjectAltName: certificate?.subjectAltName,
-        requiredSan: serverTls.settings.clientSan,
-      },
-      'client certificate lacks the SAN GRPC_CLIENT_TLS_SAN requires; its connections are closed',
-    );
-    return false;
-  }
-
-  /**
-   * Graceful GOAWAY in two steps: first one promising every stream (so requests already on the
-   * wire are not refused), then after a PING round trip the real one naming the last stream
-   * taken; streams open then run to completion.
-   */
-  function goAway(session: http2.ServerHttp2Session): void {
-    if (session.closed || session.destroyed) return;
-    session.goaway(NGHTTP2_NO_ERROR, MAX_STREAM_ID);
-    let sentFinal = false;
-    const final = (): void => {
-      if (sentFinal) return;
-      sentFinal = true;
-      clearTimeout(timer);
-      if (!session.closed && !session.destroyed) session.close();
-    };
-    // Some clients (grpc-js after a GOAWAY) never answer the PING: do not wait for it forever.
-    const timer = setTimeout(final, GOAWAY_PING_TIMEOUT_MS);
-    timer.unref();
-    if (!session.ping(final)) final();
+    if (closing) policy.goAway(session);
+    policy.manage(session);
+    session.once('close', () => sessions.delete(session));
   }
 
   // ---- calls -----------------------------------------------------------------------------
@@ -399,14 +304,12 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       return;
     }
     const path = headers[':path'] ?? '';
-    let kind: Kind;
-    if (path === RLS_PATH || path === HEALTH_CHECK_PATH) kind = Kind.Unary;
-    else if (path === HEALTH_WATCH_PATH) kind = Kind.ServerStream;
-    else if (reflectionPaths.has(path)) kind = Kind.Bidi;
-    else {
+    const method = methods.get(path);
+    if (method === undefined) {
       trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path}`);
       return;
     }
+    const kind = method.kind;
 
     const encodingHeader = headers['grpc-encoding'];
     let encoding = Encoding.Identity;
@@ -422,6 +325,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     const call: Call = {
       stream,
       kind,
+      handle: method.handle,
       path,
       encoding,
       connection,
@@ -598,7 +502,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       }
       call.messages++;
       if (call.kind === Kind.Bidi) {
-        handleBidiMessage(call, message);
+        call.handle(call, message);
         if (call.done) return;
         if (call.stream.writableNeedDrain) {
           // The client is not reading the answers: read no more requests until it does, so
@@ -728,9 +632,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
       return;
     }
     call.message = undefined;
-    if (call.path === RLS_PATH) shouldRateLimit(call, message);
-    else if (call.path === HEALTH_CHECK_PATH) healthCheck(call, message);
-    else healthWatch(call, message);
+    call.handle(call, message);
   }
 
   // ---- methods ---------------------------------------------------------------------------
@@ -740,8 +642,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     try {
       request = decodeRateLimitRequest(message);
     } catch (err) {
-      if (err instanceof DecodeError) {
-        fail(call, GrpcStatus.INVALID_ARGUMENT, unmarshalErrorText(err.invalidUtf8));
+      if (SluiceError.is(err, 'MALFORMED_MESSAGE', 'INVALID_UTF8')) {
+        fail(call, GrpcStatus.INVALID_ARGUMENT, unmarshalErrorText(err.code === 'INVALID_UTF8'));
       } else {
         const { code, details } = toCallError(err, logger);
         fail(call, code, details);
@@ -793,7 +695,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     try {
       name = decodeHealthCheckRequest(message);
     } catch (err) {
-      fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed HealthCheckRequest: ${String(err)}`);
+      fail(call, GrpcStatus.INVALID_ARGUMENT, malformedHealthText(err));
       return;
     }
     const status = healthStatus(name);
@@ -809,7 +711,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     try {
       name = decodeHealthCheckRequest(message);
     } catch (err) {
-      fail(call, GrpcStatus.INVALID_ARGUMENT, `malformed HealthCheckRequest: ${String(err)}`);
+      fail(call, GrpcStatus.INVALID_ARGUMENT, malformedHealthText(err));
       return;
     }
     const stream = call.stream;
@@ -839,7 +741,8 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     check();
   }
 
-  function handleBidiMessage(call: Call, message: Buffer): void {
+  /** One server reflection request message in, one response message out. */
+  function reflectionMessage(call: Call, message: Buffer): void {
     const stream = call.stream;
     if (!stream.headersSent) {
       stream.respond(RESPONSE_HEADERS, RESPOND_WITH_TRAILERS);
@@ -944,7 +847,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
     },
     close(graceMs) {
       closing = true;
-      stopTlsReload?.();
+      policy.stop();
       if (sweepTimer !== undefined) clearInterval(sweepTimer);
       for (const check of [...watchers]) check();
       return new Promise<void>((resolve) => {
@@ -967,7 +870,7 @@ export function createLeanServer(options: LeanServerOptions): LeanServer {
           listening = false;
           resolve();
         });
-        for (const session of sessions) goAway(session);
+        for (const session of sessions) policy.goAway(session);
       });
     },
   };
@@ -1003,4 +906,14 @@ function trailersOnly(stream: http2.ServerHttp2Stream, code: number, details: st
   // A body the client still sends is read and dropped, not left in the stream's buffer (a
   // call that had started reading keeps its 'data' listener, which drops it the same way).
   stream.resume();
+}
+
+/**
+ * The status message of a HealthCheckRequest that does not decode. It names the failure
+ * `DecodeError: <reason>`, as it did when the codec had an error class of that name, so the
+ * text on the wire stays what it was.
+ */
+function malformedHealthText(err: unknown): string {
+  const reason = SluiceError.is(err) ? `DecodeError: ${err.message}` : String(err);
+  return `malformed HealthCheckRequest: ${reason}`;
 }

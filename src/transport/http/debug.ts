@@ -29,8 +29,8 @@ export interface DebugServerOptions {
 }
 
 /** Default and largest `n` of `/counters?n=`. */
-export const COUNTERS_DEFAULT = 50;
-export const COUNTERS_MAX = 1000;
+const COUNTERS_DEFAULT = 50;
+const COUNTERS_MAX = 1000;
 
 const TEXT = 'text/plain; charset=utf-8';
 

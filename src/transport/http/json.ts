@@ -5,6 +5,7 @@
  * default value, unknown fields rejected. Output uses lowerCamelCase and omits default values.
  */
 import { isUtf8 } from 'node:buffer';
+import { SluiceError } from '../../errors.js';
 import { truncateForLog } from '../../logging/limited.js';
 import {
   RATE_LIMIT_UNITS,
@@ -16,9 +17,9 @@ import {
   type RequestDescriptor,
 } from '../../model.js';
 
-/** The body could not be read as a RateLimitRequest; `message` says why. */
-export class JsonMappingError extends Error {
-  override readonly name = 'JsonMappingError';
+/** The body could not be read as a RateLimitRequest: INVALID_JSON, `reason` says why. */
+function invalid(reason: string): SluiceError {
+  return new SluiceError('INVALID_JSON', reason);
 }
 
 type JsonObject = Record<string, unknown>;
@@ -30,16 +31,16 @@ type JsonObject = Record<string, unknown>;
 function fields(value: unknown, where: string, names: readonly string[]): Map<string, unknown> {
   if (value === null || value === undefined) return new Map();
   if (typeof value !== 'object' || Array.isArray(value)) {
-    throw new JsonMappingError(`${where}: expected an object`);
+    throw invalid(`${where}: expected an object`);
   }
   const out = new Map<string, unknown>();
   for (const [key, field] of Object.entries(value as JsonObject)) {
     const proto = names.find((name) => name === key || camel(name) === key);
     if (proto === undefined) {
       // The name is the client's: quoted short, as it ends up in a log line.
-      throw new JsonMappingError(`${where}: unknown field ${JSON.stringify(truncateForLog(key))}`);
+      throw invalid(`${where}: unknown field ${JSON.stringify(truncateForLog(key))}`);
     }
-    if (out.has(proto)) throw new JsonMappingError(`${where}: duplicate field "${proto}"`);
+    if (out.has(proto)) throw invalid(`${where}: duplicate field "${proto}"`);
     if (field !== null) out.set(proto, field);
   }
   return out;
@@ -54,10 +55,10 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 function string(value: unknown, where: string): string {
   if (value === undefined) return '';
-  if (typeof value !== 'string') throw new JsonMappingError(`${where}: expected a string`);
+  if (typeof value !== 'string') throw invalid(`${where}: expected a string`);
   // Proto3 strings are UTF-8, and a lone surrogate has no UTF-8 form (the reference: 400).
   if (LONE_SURROGATE.test(value)) {
-    throw new JsonMappingError(`${where}: string is not valid UTF-8 (a lone surrogate escape)`);
+    throw invalid(`${where}: string is not valid UTF-8 (a lone surrogate escape)`);
   }
   return value;
 }
@@ -67,9 +68,9 @@ function unsigned(value: unknown, where: string, max: number): number {
   let n: number;
   if (typeof value === 'number') n = value;
   else if (typeof value === 'string' && /^\d+$/.test(value)) n = Number(value);
-  else throw new JsonMappingError(`${where}: expected an unsigned integer`);
+  else throw invalid(`${where}: expected an unsigned integer`);
   if (!Number.isInteger(n) || n < 0 || n > max) {
-    throw new JsonMappingError(`${where}: expected an unsigned integer up to ${max}`);
+    throw invalid(`${where}: expected an unsigned integer up to ${max}`);
   }
   return n;
 }
@@ -78,7 +79,7 @@ const UINT32_MAX = 4_294_967_295;
 
 function list(value: unknown, where: string): unknown[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw new JsonMappingError(`${where}: expected an array`);
+  if (!Array.isArray(value)) throw invalid(`${where}: expected an array`);
   return value;
 }
 
@@ -88,24 +89,24 @@ function unit(value: unknown, where: string): LimitOverride['unit'] {
     if (value === 'UNKNOWN') return undefined;
     const found = RATE_LIMIT_UNITS.find((u) => u.toUpperCase() === value);
     if (found === undefined) {
-      throw new JsonMappingError(`${where}: unknown unit ${JSON.stringify(truncateForLog(value))}`);
+      throw invalid(`${where}: unknown unit ${JSON.stringify(truncateForLog(value))}`);
     }
     return found;
   }
   if (typeof value === 'number' && Number.isInteger(value)) {
     return value >= 1 ? RATE_LIMIT_UNITS[value - 1] : undefined;
   }
-  throw new JsonMappingError(`${where}: expected a unit name or number`);
+  throw invalid(`${where}: expected a unit name or number`);
 }
 
 /**
  * Parse a `/json` body (its bytes, or text already decoded) into a request; throws
- * JsonMappingError naming the bad field. Bytes that are not UTF-8 are refused, as proto3 JSON
+ * SluiceError INVALID_JSON naming the bad field. Bytes that are not UTF-8 are refused, as proto3 JSON
  * requires (the reference answers them 400), rather than read with replacement characters.
  */
 export function requestFromJson(body: string | Buffer): RateLimitRequest {
   if (typeof body !== 'string' && !isUtf8(body)) {
-    throw new JsonMappingError('body is not valid UTF-8');
+    throw invalid('body is not valid UTF-8');
   }
   const text = typeof body === 'string' ? body : body.toString('utf8');
   let parsed: unknown;
@@ -113,10 +114,10 @@ export function requestFromJson(body: string | Buffer): RateLimitRequest {
     parsed = JSON.parse(text);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    throw new JsonMappingError(`invalid JSON: ${truncateForLog(reason, 200)}`);
+    throw invalid(`invalid JSON: ${truncateForLog(reason, 200)}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new JsonMappingError('expected a JSON object');
+    throw invalid('expected a JSON object');
   }
   const top = fields(parsed, 'request', ['domain', 'descriptors', 'hits_addend']);
   const descriptors: RequestDescriptor[] = list(top.get('descriptors'), 'descriptors').map(
@@ -161,7 +162,7 @@ export function requestFromJson(body: string | Buffer): RateLimitRequest {
 }
 
 /** A google.protobuf.Duration in JSON: seconds with 0, 3, 6 or 9 fraction digits and `s`. */
-export function durationToJson(ms: number): string {
+function durationToJson(ms: number): string {
   const whole = Math.max(0, Math.round(ms));
   const seconds = Math.floor(whole / 1000);
   const millis = whole % 1000;

@@ -20,7 +20,7 @@ import {
   type RequestBudget,
 } from '../limits.js';
 import type { TransportMetricsSink } from '../../metrics/metrics.js';
-import { JsonMappingError, requestFromJson, responseToJson } from './json.js';
+import { requestFromJson, responseToJson } from './json.js';
 
 /** A listening HTTP server. */
 export interface HttpServer {
@@ -34,7 +34,7 @@ export interface HttpServer {
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
 
 /** Go's `http.Error`: a text body with the status text, as the reference answers errors. */
-export function sendError(res: http.ServerResponse, status: number): void {
+function sendError(res: http.ServerResponse, status: number): void {
   const body = `${http.STATUS_CODES[status] ?? 'Error'}\n`;
   res.writeHead(status, {
     'Content-Type': 'text/plain; charset=utf-8',
@@ -223,10 +223,14 @@ export interface HttpServerOptions {
 function jsonErrorStatus(error: SluiceError): number {
   switch (error.code) {
     case 'INVALID_REQUEST':
+    case 'MALFORMED_MESSAGE':
+    case 'INVALID_UTF8':
+    case 'INVALID_JSON':
     case 'INVALID_CONFIG':
     case 'INVALID_SETTINGS':
       return 400;
     case 'STORE_UNAVAILABLE':
+    case 'STORE_TIMEOUT':
     case 'INTERNAL':
       return 500;
     case 'NO_CONFIG':
@@ -276,7 +280,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     try {
       request = requestFromJson(body);
     } catch (err) {
-      if (!(err instanceof JsonMappingError)) throw err;
+      if (!SluiceError.is(err, 'INVALID_JSON')) throw err;
       const dropped = logLimit('malformed');
       if (dropped !== undefined) {
         logger.warn(

@@ -20,7 +20,7 @@ import { MAX_UINT32, type RateLimitRequest } from '../../../model.js';
 import type { HealthSignal } from '../../../service/health.js';
 import type { CounterStore } from '../../../stores/counter-store.js';
 import { SLUICE_VERSION } from '../../../version.js';
-import { JsonMappingError, requestFromJson } from '../json.js';
+import { requestFromJson } from '../json.js';
 import { send, type Route } from '../server.js';
 import type { ConfigStatus } from './config-status.js';
 import { decodeCounterKey } from './counter-keys.js';
@@ -28,10 +28,10 @@ import { explainPath, ruleView, rulesView } from './rules.js';
 import { createSampler, type Sampler } from './sampler.js';
 
 /** Default and largest `n` of `/api/hot?n=`. */
-export const HOT_DEFAULT = 20;
-export const HOT_MAX = 200;
+const HOT_DEFAULT = 20;
+const HOT_MAX = 200;
 /** Largest JSON body of `/api/try` and `/api/reset`, bytes. */
-export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
+const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
 /** What the console needs from the app. */
 export interface ConsoleOptions {
@@ -362,12 +362,15 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
     try {
       parsed = JSON.parse(body.toString('utf8'));
     } catch {
-      throw new JsonMappingError('the body is not JSON');
+      throw new SluiceError('INVALID_JSON', 'the body is not JSON');
     }
     if (parsed !== null && typeof parsed === 'object' && 'key' in parsed) {
       const key = parsed.key;
       if (typeof key !== 'string' || key === '') {
-        throw new JsonMappingError('"key" must be a counter key (as /api/hot lists them)');
+        throw new SluiceError(
+          'INVALID_JSON',
+          '"key" must be a counter key (as /api/hot lists them)',
+        );
       }
       return [key];
     }
@@ -428,7 +431,7 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
         try {
           request = requestFromJson(body);
         } catch (err) {
-          if (!(err instanceof JsonMappingError)) throw err;
+          if (!SluiceError.is(err, 'INVALID_JSON')) throw err;
           sendJson(res, 400, { error: err.message });
           return;
         }
@@ -483,7 +486,7 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
         try {
           keys = keysToReset(body);
         } catch (err) {
-          if (!(err instanceof JsonMappingError)) throw err;
+          if (!SluiceError.is(err, 'INVALID_JSON')) throw err;
           sendJson(res, 400, { error: err.message });
           return;
         }

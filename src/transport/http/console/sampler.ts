@@ -8,9 +8,9 @@ import type { Clock } from '../../../clock.js';
 import type { ServiceCounters } from '../../../metrics/metrics.js';
 
 /** Default time between two samples, ms. */
-export const SAMPLE_INTERVAL_MS = 5_000;
+const SAMPLE_INTERVAL_MS = 5_000;
 /** How far back the ring reaches, ms (15 minutes). */
-export const SAMPLE_SPAN_MS = 15 * 60_000;
+const SAMPLE_SPAN_MS = 15 * 60_000;
 
 /** One point of the series: rates over the interval that ends at `t`. */
 export interface SamplePoint {

@@ -1,0 +1,131 @@
+/**
+ * The Redis store tells a timeout from other failures by the error's type, not its text: its own
+ * REDIS_TIMEOUT timer (a SluiceError STORE_TIMEOUT) and ioredis's `commandTimeout` (the error
+ * ioredis 6 rejects a command with) count as `timeout` and stall the connection until a probe
+ * answers; any other failure counts as `error`, even when its message says "timed out". On a
+ * real `redis-server`, paused with SIGSTOP; waits are for conditions, bounded.
+ */
+import { Redis, ReplyError } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SluiceError } from '../../src/errors.js';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
+import { createRedisStore } from '../../src/stores/redis/redis-store.js';
+import { useProcessGroup, waitFor } from '../helpers/processes.js';
+import { requireRedis, startRedis } from '../helpers/redis.js';
+
+const requirement = requireRedis('redis store timeouts');
+const group = useProcessGroup();
+
+afterAll(async () => {
+  await group.stopAll();
+});
+
+const spec: CounterSpec = {
+  key: 'k',
+  algorithm: 'fixed_window',
+  limit: 5,
+  windowMs: 60_000,
+  burst: 5,
+  hits: 1,
+  mode: 'enforced',
+};
+
+/** The kinds the store reports to its metrics sink, in order. */
+function recordingMetrics(): StoreMetricsSink & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    evicted: () => undefined,
+    storeError: (kind) => void events.push(kind),
+    localCacheOverLimit: () => undefined,
+    fallback: () => undefined,
+  };
+}
+
+describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type', () => {
+  it("its own timer: STORE_UNAVAILABLE caused by a STORE_TIMEOUT, counted as 'timeout'", async () => {
+    const server = await startRedis(group);
+    // No ioredis commandTimeout: the store bounds the call with its own timer.
+    const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 't1:', timeoutMs: 200, metrics });
+    try {
+      await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      expect((await store.apply([spec])).admitted).toBe(true);
+      server.proc.child.kill('SIGSTOP');
+      const failure = await store.apply([spec]).catch((e: unknown) => e);
+      expect(failure).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis: redis did not answer within 200ms',
+      });
+      const cause = (failure as Error).cause;
+      expect(cause).toBeInstanceOf(SluiceError);
+      expect(cause).toMatchObject({ code: 'STORE_TIMEOUT' });
+      expect(metrics.events).toEqual(['timeout', 'stalled']);
+      expect(store.healthy()).toBe(false);
+    } finally {
+      server.proc.child.kill('SIGCONT');
+      await store.close();
+    }
+  });
+
+  it("ioredis's commandTimeout (as connect.ts sets it) is a timeout too", async () => {
+    const server = await startRedis(group);
+    // commandTimeout at most the store's timeout: the store leaves the bound to ioredis.
+    const client = new Redis({
+      port: server.port,
+      host: '127.0.0.1',
+      maxRetriesPerRequest: 0,
+      commandTimeout: 200,
+    });
+    client.on('error', () => undefined);
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 't2:', timeoutMs: 200, metrics });
+    try {
+      await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      expect((await store.apply([spec])).admitted).toBe(true);
+      server.proc.child.kill('SIGSTOP');
+      const failure = await store.apply([spec]).catch((e: unknown) => e);
+      // ioredis's own error, not the store's: if ioredis renames or retypes it, this fails and
+      // IOREDIS_COMMAND_TIMEOUT in redis-store.ts must follow.
+      expect(failure).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis: Command timed out',
+      });
+      expect((failure as Error).cause).not.toBeInstanceOf(SluiceError);
+      expect(metrics.events).toEqual(['timeout', 'stalled']);
+      expect(store.healthy()).toBe(false);
+    } finally {
+      server.proc.child.kill('SIGCONT');
+      await store.close();
+    }
+  });
+
+  it("an error reply whose text says 'timed out' is an error, not a timeout", async () => {
+    const server = await startRedis(group);
+    const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const metrics = recordingMetrics();
+    const store = createRedisStore({ client, keyPrefix: 't3:', timeoutMs: 2_000, metrics });
+    try {
+      await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      // The script's reply replaced by an error reply, as a proxy in front of Redis may send;
+      // the store must not read its text.
+      const scripted = client as unknown as { sluiceApply: (...args: unknown[]) => unknown };
+      scripted.sluiceApply = () =>
+        Promise.reject(new (ReplyError as new (m: string) => Error)('ERR upstream timed out'));
+      const failure = await store.apply([spec]).catch((e: unknown) => e);
+      expect(failure).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis: ERR upstream timed out',
+      });
+      expect(metrics.events).toEqual(['error']);
+      // Not stalled: the next call goes to Redis rather than failing fast.
+      expect(store.healthy()).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
