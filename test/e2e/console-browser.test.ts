@@ -103,7 +103,8 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
     await page.keyboard.press('Tab');
     expect(await page.locator(':focus').textContent()).toBe('Skip to the panels');
     await page.keyboard.press('Enter');
-    expect(page.url()).toMatch(/#main$/);
+    // Following the link is a navigation the keypress only starts: wait for it (bounded).
+    await page.waitForURL(/#main$/, { timeout: 5_000 });
     // Every field has a label (getByLabel finds each).
     for (const label of ['Search keys, values and rule names', 'Hits', 'Counter key']) {
       expect(await page.getByLabel(label, { exact: false }).count()).toBe(1);
