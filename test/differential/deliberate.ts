@@ -39,6 +39,10 @@ export const RULES = {
     name: 'metadata-lost-by-the-reference',
     why: "the reference drops a rule's `metadata` from dynamic_metadata when it rebuilds the rule for a stats key (detailed_metric, value_to_metric, or a key wildcard reached through another key); sluice returns it",
   },
+  unitlessKey: {
+    name: 'reference-key-without-unit',
+    why: "the reference's counter key is the entries plus the window start, not the unit: counters of the same entries with two units share one counter while their window starts coincide (HOUR and DAY all through the first hour of a UTC day), so those counter classes are not compared from then on",
+  },
   afterRejection: {
     name: 'after-first-rejection',
     why: 'once a counter was charged over its limit by the reference (a rejected request, or shadow/quota mode over the limit), its later codes, remaining and the dynamic metadata are not compared',
@@ -109,4 +113,30 @@ export function referenceLostMetadata(config: GenConfig, mine: string, theirs: s
   if ('metadata' in reference) return false;
   const { metadata: _dropped, ...rest } = sluice;
   return JSON.stringify(rest) === theirs;
+}
+
+/** The reference's window length per unit, seconds (its `UnitToDivider`). */
+const UNIT_SECONDS: Readonly<Record<string, number>> = {
+  SECOND: 1,
+  MINUTE: 60,
+  HOUR: 3_600,
+  DAY: 86_400,
+  WEEK: 604_800,
+  MONTH: 2_592_000,
+  YEAR: 31_536_000,
+};
+
+/**
+ * True when the reference keys a counter of unit `a` and one of unit `b` on the same entries
+ * identically at one of `timesMs`: its key ends in the window start, `(now / divider) * divider`
+ * in whole seconds, with no unit (RULES.unitlessKey).
+ */
+export function unitlessKeysCollide(a: string, b: string, timesMs: readonly number[]): boolean {
+  const da = UNIT_SECONDS[a];
+  const db = UNIT_SECONDS[b];
+  if (a === b || da === undefined || db === undefined) return false;
+  return timesMs.some((ms) => {
+    const now = Math.floor(ms / 1000);
+    return Math.floor(now / da) * da === Math.floor(now / db) * db;
+  });
 }

@@ -26,6 +26,7 @@ import {
   overrideMayShareAPattern,
   referenceLostMetadata,
   sharesCounterWithLater,
+  unitlessKeysCollide,
   type DeliberateRule,
 } from './deliberate.js';
 import { startRedis } from '../helpers/redis.js';
@@ -299,14 +300,18 @@ describe.skipIf(missing !== undefined)(
         const startHour = hour();
         for (const config of compared) {
           const tainted = new Set<string>();
+          const unitsByKeys = new Map<string, Set<string>>();
           for (const request of requests.get(config.file)!) {
+            const before = Date.now();
             const theirs = await call(refClient, request);
             const mine = await call(sluiceClient, request);
+            const after = Date.now();
             if (hour() !== startHour) {
               report.skippedRounds++;
               return;
             }
             report.requests++;
+            taintUnitlessCollisions(request, theirs, [before, after], unitsByKeys, tainted, report);
             compare(config, request, mine, theirs, tainted, report);
           }
         }
@@ -320,6 +325,39 @@ describe.skipIf(missing !== undefined)(
     }
   },
 );
+
+/**
+ * RULES.unitlessKey: the reference shares one counter between two units of the same entries
+ * while their window starts coincide. `unitsByKeys` collects, per domain and keys, every unit a
+ * status has shown so far; when this request's unit and one of those collide at the time of the
+ * call, both counter classes are tainted (their counts differ from then on).
+ */
+function taintUnitlessCollisions(
+  request: GenRequest,
+  theirs: Observed,
+  timesMs: readonly number[],
+  unitsByKeys: Map<string, Set<string>>,
+  tainted: Set<string>,
+  report: Report,
+): void {
+  if (theirs.error !== undefined) return;
+  theirs.statuses.forEach((status, i) => {
+    const unit = status.unit;
+    if (unit === undefined) return;
+    const keys = request.descriptors[i]!.entries.map((e) => e.key);
+    const id = counterClass(request.domain, keys, '');
+    let units = unitsByKeys.get(id);
+    if (units === undefined) unitsByKeys.set(id, (units = new Set()));
+    units.add(unit);
+    for (const other of units) {
+      if (!unitlessKeysCollide(unit, other, timesMs)) continue;
+      const mine = counterClass(request.domain, keys, unit);
+      if (!tainted.has(mine)) excuse(report, RULES.unitlessKey);
+      tainted.add(mine);
+      tainted.add(counterClass(request.domain, keys, other));
+    }
+  });
+}
 
 function compare(
   config: GenConfig,
