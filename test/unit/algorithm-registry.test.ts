@@ -51,6 +51,15 @@ describe('the algorithm registry is the one home of each algorithm', () => {
     for (const tag of ['s|w', 'SW', '1w', '']) {
       expect(() => checkRegistry([changed(first, { tag })])).toThrow(/bad tag/);
     }
+    // Longer tags and snake_case names are fine; a name is lower case from its first letter to
+    // its last.
+    expect(() => checkRegistry([changed(first, { tag: 'swx2' })])).not.toThrow();
+    expect(() => checkRegistry([changed(first, { name: 'sliding_window_2' })])).not.toThrow();
+    for (const name of ['Sliding', 'sliding-window', '2window', 'window X', '']) {
+      expect(() => checkRegistry([changed(first, { name })])).toThrow(
+        `algorithm name ${name}: not lower case`,
+      );
+    }
     for (const redisCode of [0, -1, 1.5]) {
       expect(() => checkRegistry([changed(first, { redisCode })])).toThrow(/Redis code/);
     }

@@ -60,6 +60,8 @@ describe('the batch kernel (docs/semantics.md §3)', () => {
       spec('b', 1, undefined, { mode: 'quota' }),
     ];
     expect(admits(ungrouped, [true, true])).toBe(true);
+    expect(quotaRejects(ungrouped, [true, true])).toBe(false);
+    expect(quotaRejects([], [])).toBe(false);
   });
 
   it('charges an admitted spec with hits, a quota spec only when it had room', () => {
