@@ -10,9 +10,9 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import { specBuilder } from '../helpers/specs.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
 
 const requirement = requireRedis('redis store states');
@@ -54,15 +54,8 @@ function countReconnects(client: Redis): () => number {
   return () => count;
 }
 
-const spec: CounterSpec = {
-  key: 'k',
-  algorithm: 'fixed_window',
-  limit: 5,
-  windowMs: 60_000,
-  burst: 5,
-  hits: 1,
-  mode: 'enforced',
-};
+/** One fixed-window counter, 5 per minute, charged 1 (test/helpers/specs.ts). */
+const spec = specBuilder({ algorithm: 'fixed_window', limit: 5 })('k');
 
 describe.skipIf(requirement.skip)('redis store: connection states', () => {
   it('never reachable: one "not reachable yet" line and one disconnect, however many retries', async () => {

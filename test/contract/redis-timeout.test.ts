@@ -9,9 +9,9 @@ import { Redis, ReplyError } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
+import { specBuilder } from '../helpers/specs.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
 
 const requirement = requireRedis('redis store timeouts');
@@ -21,15 +21,8 @@ afterAll(async () => {
   await group.stopAll();
 });
 
-const spec: CounterSpec = {
-  key: 'k',
-  algorithm: 'fixed_window',
-  limit: 5,
-  windowMs: 60_000,
-  burst: 5,
-  hits: 1,
-  mode: 'enforced',
-};
+/** One fixed-window counter, 5 per minute, charged 1 (test/helpers/specs.ts). */
+const spec = specBuilder({ algorithm: 'fixed_window', limit: 5 })('k');
 
 /** The kinds the store reports to its metrics sink, in order. */
 function recordingMetrics(): StoreMetricsSink & { events: string[] } {
