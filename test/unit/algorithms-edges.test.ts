@@ -85,6 +85,28 @@ describe('fixed_window when the clock steps back', () => {
   });
 });
 
+describe('the sliding algorithms at the epoch itself', () => {
+  // Bucket 0 and a log entry at t = 0 are real positions, not the "cannot free enough" marker.
+  for (const algorithm of ['sliding_window', 'sliding_log'] as const) {
+    it(`${algorithm}: hits charged at t = 0 are freed when they expire, not a window from now`, () => {
+      const steps = ALGORITHM_STEPS[algorithm];
+      const params: LimitParams = { limit: 2, windowMs: 1_000, burst: 2 };
+      const state = createCounterState();
+      steps.refresh(state, 0, params);
+      steps.charge(state, 0, 2, params);
+      steps.refresh(state, 10, params);
+      expect(steps.hasRoom(state, 10, 1, params)).toBe(false);
+      // sliding_window: bucket 0 (50 ms) expires at 21 x 50 ms; sliding_log: the entry at W.
+      const freedAt = algorithm === 'sliding_window' ? 1_050 : 1_000;
+      expect(steps.result(state, 10, 1, params, true, out())).toEqual({
+        overLimit: true,
+        remaining: 0,
+        resetMs: freedAt - 10,
+      });
+    });
+  }
+});
+
 describe('token_bucket config bound', () => {
   const { bounds } = tokenBucketAlgorithm;
   const check = (limit: BoundedLimit) => bounds.check!(limit);
@@ -122,8 +144,9 @@ describe('cloneCounterState', () => {
       steps.charge(state, T0, 1, PARAMS);
       const copy = cloneCounterState(state);
       expect(copy).toEqual(state);
-      const before = cloneCounterState(state);
-      steps.charge(copy, T0 + 100, 1, PARAMS);
+      const before = structuredClone(state);
+      // Same millisecond: the sliding algorithms add to the stored pair in place.
+      steps.charge(copy, T0, 1, PARAMS);
       expect(state, algorithm).toEqual(before);
     }
   });
