@@ -29,6 +29,9 @@ function heapAfterGc(): number {
 
 const COUNTERS = 10_000;
 
+/** Stores for the column test: each would hold 21 KiB of columns if they grew to 1024 slots. */
+const STORES = 200;
+
 /**
  * JavaScript heap per counter, beyond its key: its share of the map's table, measured at about 45
  * bytes; a state object of its own (with its ring array and side-map entry) makes it over 250.
@@ -59,4 +62,20 @@ describe('memory store: a quiet counter is held without an object of its own', (
       expect(keys).toHaveLength(COUNTERS);
     },
   );
+});
+
+describe('memory store: the columns never outgrow the cap', () => {
+  it('a store capped at 2 counters holds columns for 2, not the first 1024 slots', async () => {
+    const before = (gc(), process.memoryUsage().arrayBuffers);
+    const clock = createManualClock(1_700_000_000_000);
+    const stores = Array.from({ length: STORES }, () =>
+      createMemoryStore({ clock: clock.now, maxKeys: 2, sweepIntervalMs: 0 }),
+    );
+    for (const store of stores) store.applyNow!([spec('a'), spec('b')]);
+    const held = (gc(), process.memoryUsage().arrayBuffers) - before;
+    expect(stores.map((store) => store.size())).toEqual(stores.map(() => 2));
+    // 1024 slots of the four columns are 21 KiB; 2 slots are 42 bytes (on the JavaScript heap).
+    expect(held / STORES, 'array buffer bytes per store').toBeLessThan(4_096);
+    await Promise.all(stores.map((store) => store.close()));
+  });
 });
