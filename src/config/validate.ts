@@ -22,6 +22,7 @@ import {
   formatPosition,
   goParseInt,
   goScalarKind,
+  isMergeKey,
   mapEntries,
   parseConfigYaml,
   type MapEntry,
@@ -1018,7 +1019,7 @@ function yamlToJson(node: YamlNode | null, resolve: (node: unknown) => YamlNode 
     const out: Record<string, JsonValue> = {};
     for (const pair of node.items) {
       const keyNode = pair.key as YamlAnyNode | null;
-      if (isScalar(keyNode) && keyNode.value === '<<') {
+      if (isMergeKey(keyNode)) {
         const sources = resolve(pair.value);
         const list = isSeq(sources) ? sources.items.map((item) => resolve(item)) : [sources];
         for (const source of list) {

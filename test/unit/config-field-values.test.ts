@@ -268,6 +268,22 @@ describe('metadata as JSON', () => {
     });
   });
 
+  it("applies merge keys as the reference's YAML reader does: explicit keys win", () => {
+    const { problems, d } = descriptor(`    metadata:
+      base: &base {team: edge, tier: 1}
+      <<: [*base, {owner: ops, tier: 3}]
+      tier: 2
+`);
+    expect(problems).toEqual([]);
+    expect(d.metadata).toStrictEqual({
+      base: { team: 'edge', tier: 1 },
+      team: 'edge',
+      owner: 'ops',
+      tier: 2,
+    });
+    expect(descriptor('    metadata:\n      <<: {a: 1}\n').d.metadata).toStrictEqual({ a: 1 });
+  });
+
   it('an empty mapping is no metadata; a mapping with a key is kept', () => {
     expect(descriptor('    metadata: {}\n').d.metadata).toBeUndefined();
     expect(descriptor('    metadata: {a: 1}\n').d.metadata).toStrictEqual({ a: 1 });
