@@ -64,8 +64,8 @@ function addDescriptors(
   sharedByDepth: readonly (string | undefined)[],
   defaultAlgorithm: Algorithm,
 ): void {
-  for (let order = 0; order < descriptors.length; order++) {
-    const descriptor = descriptors[order]!;
+  for (const descriptor of descriptors) {
+    const order = level.declared++;
     const keyWildcard = isKeyWildcard(descriptor.key);
     const wildcard = !keyWildcard && descriptor.value !== '' && isWildcard(descriptor.value);
     const finalKey =

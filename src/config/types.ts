@@ -69,7 +69,7 @@ export interface WildcardNode {
   readonly glob: Glob;
   /** The node. */
   readonly node: ConfigNode;
-  /** Declaration index within its level: wildcards are tried in this order. */
+  /** Declaration index within its level, across merged files: wildcards are tried in this order. */
   readonly order: number;
 }
 
@@ -97,4 +97,9 @@ export class ConfigLevel {
   readonly defaults = new Map<string, ConfigNode>();
   /** Nodes with a `*` in their key, in declaration order; usually empty. */
   readonly keyWildcards: KeyWildcardNode[] = [];
+  /**
+   * Descriptors declared at this level so far, by every file merged into it: the next one's
+   * `order`. Merged files continue one count, as the reference appends them to one list.
+   */
+  declared = 0;
 }

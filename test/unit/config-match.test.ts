@@ -583,6 +583,26 @@ describe('merged domains', () => {
     expect(s.domains.get('edge')?.files).toEqual(['a.yaml', 'b.yaml']);
     expect(s.files).toEqual(['a.yaml', 'b.yaml']);
   });
+
+  it("tries a later file's key wildcard after an earlier file's value wildcard", () => {
+    const s = buildSnapshot(
+      [
+        {
+          name: 'a.yaml',
+          content:
+            'domain: edge\ndescriptors: [{key: k, value: "x*", rate_limit: {unit: second, requests_per_unit: 1}}]',
+        },
+        {
+          name: 'b.yaml',
+          content:
+            'domain: edge\ndescriptors: [{key: "k*", rate_limit: {unit: second, requests_per_unit: 2}}]',
+        },
+      ],
+      { mergeDomainConfigs: true },
+    );
+    expect(rpu(s, [['k', 'xyz']])).toBe(1);
+    expect(rpu(s, [['k', 'other']])).toBe(2);
+  });
 });
 
 describe('the snapshot', () => {
