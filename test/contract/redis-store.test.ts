@@ -61,6 +61,7 @@ function recordingMetrics(): StoreMetricsSink & { events: string[] } {
 }
 
 interface Harness {
+  readonly client: Redis;
   readonly clock: ManualClock;
   readonly store: CounterStore;
   readonly prefix: string;
@@ -87,7 +88,7 @@ async function make(
   });
   open.push(store);
   await client.ping();
-  return { clock, store, prefix, metrics };
+  return { client, clock, store, prefix, metrics };
 }
 
 /** Calls of the apply script since the server started. */
@@ -186,7 +187,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
   });
 
   it('a batch with one cached counter charges nothing and still reports the others exactly', async () => {
-    const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
+    const { clock, store, metrics, prefix } = await make({ localCacheBytes: 10_000 });
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]); // remembered
     clock.advance(2_000);
@@ -207,12 +208,28 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     const peek = await store.apply([spec('b', 1, 5), spec('c', 2, 3)]);
     expect(peek.results.map((r) => r.remaining)).toEqual([4, 1]);
 
+    // Even when Redis no longer holds the cached counter (a restart, a flush), a batch the cache
+    // refuses charges nothing: the others are only checked.
+    await admin!.del(await admin!.keys(`${prefix}*a`));
+    await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 0, 3)]);
+    const unchanged = await store.apply([spec('b', 0, 5), spec('c', 0, 3)]);
+    expect(unchanged.results.map((r) => r.remaining)).toEqual([4, 1]);
+
     // The same batch without a cache gets the same answer from Redis.
     const plain = await make();
     await plain.store.apply([spec('a', 1, 1)]);
     plain.clock.advance(2_000);
     const uncached = await plain.store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
     expect(uncached.results).toEqual(batch.results.map(({ fromLocalCache: _, ...rest }) => rest));
+  });
+
+  it('spends its budget on enforced counters only: a shadow counter over limit evicts nothing', async () => {
+    // Room for one entry (a one-character key costs 98 bytes).
+    const { store } = await make({ localCacheBytes: 98 });
+    await store.apply([spec('e', 1, 1)]);
+    const refused = await store.apply([spec('e', 1, 1), spec('s', 9, 1, { mode: 'shadow' })]);
+    expect(refused.results.map((r) => r.overLimit)).toEqual([true, true]);
+    expect((await store.apply([spec('e', 1, 1)])).results[0]!.fromLocalCache).toBe(true);
   });
 
   it('checks the cumulative hits of a key that appears twice in one batch', async () => {
@@ -303,6 +320,26 @@ describe.skipIf(requirement.skip)('redis store: keys, the per-second client and 
 });
 
 describe.skipIf(requirement.skip)('redis store: failures', () => {
+  it('a script reply of the wrong shape fails the call with STORE_UNAVAILABLE, never a made-up answer', async () => {
+    const { client, store } = await make();
+    // The real script replaced on this connection by ones that answer something else.
+    for (const lua of ['return 1', 'return {1, 0, 4}', 'return {1, 0, 4, 0, 1}']) {
+      client.defineCommand('sluiceApply', { lua });
+      await expect(store.apply([spec('a', 1, 5)]), lua).rejects.toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis: unexpected reply from the apply script',
+      });
+    }
+    // Two groups (the per-second client): each group's reply is checked for its own size.
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const split = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    perSecond.defineCommand('sluiceApply', { lua: 'return {1, 0, 4}' });
+    await expect(
+      split.store.apply([spec('m', 1, 5), spec('s', 1, 5, { windowMs: 1_000 })]),
+    ).rejects.toMatchObject({ message: 'redis: unexpected reply from the apply script' });
+  });
+
   it('fails at once with STORE_UNAVAILABLE while not connected, and is unhealthy', async () => {
     const port = await freePort();
     const client = new Redis({
