@@ -13,10 +13,11 @@ import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import type { GrpcLimits } from '../limits.js';
 import type { ServerTls } from '../tls.js';
 
-/** Options for {@link createConnectionPolicy}. */
-export interface ConnectionPolicyOptions {
-  /** Module logger. */
-  readonly logger: Logger;
+/**
+ * How long a connection lives and how it is secured: the options the lean server passes through
+ * to its connection policy unchanged.
+ */
+export interface ConnectionLifetimeOptions {
   /** Send a keepalive PING after this long without one, ms (default 2 hours; 0 = never). */
   readonly keepaliveTimeMs?: number | undefined;
   /** Close a connection whose keepalive PING is not answered within this, ms (default 20 s). */
@@ -33,9 +34,15 @@ export interface ConnectionPolicyOptions {
   /**
    * Serve TLS (ALPN `h2`) with this material, applying each reload to new connections, asking
    * for client certificates when it has a client CA and closing connections whose certificate
-   * lacks the required SAN; `undefined` serves plaintext HTTP/2.
+   * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
    */
   readonly tls?: ServerTls | undefined;
+}
+
+/** Options for {@link createConnectionPolicy}. */
+export interface ConnectionPolicyOptions extends ConnectionLifetimeOptions {
+  /** Module logger. */
+  readonly logger: Logger;
   /** The connection and concurrent-stream bounds. */
   readonly limits: GrpcLimits;
   /** Where connections refused by the bound are counted. */

@@ -26,7 +26,6 @@ import type { HealthSignal } from '../../service/health.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { METHOD_PATHS, RLS_SERVICE_NAME, type ServiceServer } from '../rpc.js';
 import { GrpcStatus, toCallError, unmarshalErrorText, type GrpcStatusCode } from '../status.js';
-import type { ServerTls } from '../tls.js';
 import {
   SERVING_STATUS,
   decodeHealthCheckRequest,
@@ -34,7 +33,7 @@ import {
   encodeHealthCheckResponse,
   encodeRateLimitResponse,
 } from './codec.js';
-import { createConnectionPolicy } from './connection-policy.js';
+import { createConnectionPolicy, type ConnectionLifetimeOptions } from './connection-policy.js';
 import {
   DEFAULT_GRPC_LIMITS,
   DEFAULT_REQUEST_BUFFER_BYTES,
@@ -64,7 +63,7 @@ export interface ReflectionHandler {
 }
 
 /** Options for {@link createLeanServer}. */
-export interface LeanServerOptions {
+export interface LeanServerOptions extends ConnectionLifetimeOptions {
   /** The service to expose. */
   readonly service: RateLimitService;
   /** Module logger. */
@@ -78,25 +77,6 @@ export interface LeanServerOptions {
   readonly health?: HealthSignal | undefined;
   /** Server reflection; `undefined` answers UNIMPLEMENTED for the reflection methods. */
   readonly reflection?: ReflectionHandler | undefined;
-  /** Send a keepalive PING after this long without one, ms (default 2 hours; 0 = never). */
-  readonly keepaliveTimeMs?: number | undefined;
-  /** Close a connection whose keepalive PING is not answered within this, ms (default 20 s). */
-  readonly keepaliveTimeoutMs?: number | undefined;
-  /**
-   * Close (GOAWAY) a connection that carried no frames for this long, ms (default 0 = never, as
-   * envoyproxy/ratelimit).
-   */
-  readonly idleTimeoutMs?: number | undefined;
-  /** Close (GOAWAY) a connection this long after it opened, ms (default 24 h, as the reference). */
-  readonly maxConnectionAgeMs?: number | undefined;
-  /** Then cancel what is still open on it after this, ms (default 1 h, as the reference). */
-  readonly maxConnectionAgeGraceMs?: number | undefined;
-  /**
-   * Serve TLS (ALPN `h2`) with this material, applying each reload to new connections, asking
-   * for client certificates when it has a client CA and closing connections whose certificate
-   * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
-   */
-  readonly tls?: ServerTls | undefined;
   /** Hand each call's headers to the service (tracing reads the caller's trace from them). */
   readonly traceHeaders?: boolean;
   /** Connections, streams, bytes and time a client may hold (default {@link DEFAULT_GRPC_LIMITS}). */
