@@ -317,6 +317,27 @@ describe.skipIf(requirement.skip)('redis store: keys, the per-second client and 
     expect(batch.results.map((r) => r.overLimit)).toEqual([true, false]);
     expect(batch.results[1]!.remaining).toBe(4);
   });
+  it('across clients the quota rule is decided on the whole batch, not per client', async () => {
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const { store } = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    await store.apply([spec('q1', 1, 1, { windowMs: 1_000 })]);
+    // Quota group 0 (per-second client) has no room, group 1 (main client) has: admitted, and
+    // the per-second client's enforced counter is charged although its own quota group is full.
+    const batch = await store.apply([
+      spec('q1', 1, 1, { windowMs: 1_000, mode: 'quota', quotaGroup: 0 }),
+      spec('e1', 1, 5, { windowMs: 1_000 }),
+      spec('q2', 1, 5, { mode: 'quota', quotaGroup: 1 }),
+    ]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results.map((r) => [r.overLimit, r.remaining])).toEqual([
+      [true, 0],
+      [false, 4],
+      [false, 4],
+    ]);
+    const peek = await store.apply([spec('e1', 0, 5, { windowMs: 1_000 })]);
+    expect(peek.results[0]!.remaining).toBe(4);
+  });
 });
 
 describe.skipIf(requirement.skip)('redis store: failures', () => {

@@ -7,7 +7,7 @@
  */
 import { Writable } from 'node:stream';
 import { Redis, ReplyError } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
@@ -268,6 +268,28 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
     } finally {
       perSecondServer.proc.child.kill('SIGCONT');
       await Promise.all(stores.map(({ store }) => store.close()));
+    }
+  });
+
+  it('close() stops the probe of a stalled connection', async () => {
+    const server = await startRedis(group);
+    const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const store = createRedisStore({ client, keyPrefix: 't8:', timeoutMs: 200 });
+    // Only the probe's interval is faked: the call's own timeout runs on real time.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
+      server.proc.child.kill('SIGSTOP');
+      await expect(store.apply([spec])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(vi.getTimerCount()).toBe(1);
+      server.proc.child.kill('SIGCONT');
+      await store.close();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+      server.proc.child.kill('SIGCONT');
+      await store.close();
     }
   });
 });

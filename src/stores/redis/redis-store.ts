@@ -88,7 +88,7 @@ interface Group {
 /** One Redis connection (main or per-second) and what the store knows about it. */
 class ClientState {
   /** The connection is ready (ioredis `ready` seen, no `close` since). */
-  connected = false;
+  connected: boolean;
   /** A call timed out; calls fail fast until a PING probe answers. */
   stalled = false;
   /**
@@ -101,7 +101,7 @@ class ClientState {
   readonly boundsCalls: boolean;
   private probe: NodeJS.Timeout | undefined;
   /** Whether the connection ever was ready (the first failure to connect is logged once too). */
-  private everUp = false;
+  private everUp: boolean;
   private loggedDown = false;
   private loggedStall = false;
 
