@@ -9,9 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
+import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { SluiceError } from '../../src/errors.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterStore } from '../../src/stores/counter-store.js';
+import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import { assembleApplyScript } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -474,3 +477,52 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
     }
   });
 });
+
+describe.skipIf(requirement.skip)(
+  'redis store: the script assembled from the algorithm registry',
+  () => {
+    it('decides every algorithm, mode and batch shape exactly as the memory store', async () => {
+      const { client, clock, store } = await make();
+      // This connection runs the script assembleApplyScript builds now from the registry.
+      client.defineCommand('sluiceApply', { lua: assembleApplyScript(ALGORITHM_DESCRIPTORS) });
+      const memory = createMemoryStore({ clock: clock.now });
+      open.push(memory);
+      // A seeded sequence of batches: every algorithm, several keys, windows of 10 s and a
+      // minute, hits 0 to 3, shadow and quota counters, time moving 0 to 12 s between batches.
+      let seed = 20_261_125;
+      const next = (n: number): number => {
+        seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+        return seed % n;
+      };
+      const view = (batch: BatchResult) => ({
+        admitted: batch.admitted,
+        results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
+          overLimit,
+          remaining,
+          resetMs,
+        })),
+      });
+      for (let step = 0; step < 60; step++) {
+        const specs: CounterSpec[] = [];
+        for (let k = 0, count = 1 + next(4); k < count; k++) {
+          const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
+          const windowMs = next(2) === 0 ? 10_000 : MINUTE;
+          const roll = next(10);
+          specs.push(
+            spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
+              algorithm: algorithm.name,
+              windowMs,
+              ...(roll === 0 ? { mode: 'shadow' as const } : {}),
+              ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
+            }),
+          );
+        }
+        const expected = view(await memory.apply(specs));
+        expect(view(await store.apply(specs)), `step ${step}: ${JSON.stringify(specs)}`).toEqual(
+          expected,
+        );
+        clock.advance(next(13) * 1_000);
+      }
+    });
+  },
+);
