@@ -3,9 +3,9 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * The tests `npm run test:mutation` (StrykerJS, stryker.config.json) runs against each mutant: the
- * unit tier, the counter store contract, and the Redis store and client cases (on real
- * `redis-server`s when installed). Only fast tiers: the integration and e2e tiers run dist/, not
- * the mutated sources. See docs/testing.md, "Mutation testing".
+ * unit tier, the counter store contract, the apply script's assembly, and the Redis store and
+ * client cases (on real `redis-server`s when installed). Only fast tiers: the integration and e2e
+ * tiers run dist/, not the mutated sources. See docs/testing.md, "Mutation testing".
  */
 export default defineConfig({
   test: {
@@ -13,6 +13,7 @@ export default defineConfig({
     include: [
       'test/unit/**/*.test.ts',
       'test/contract/store-contract.test.ts',
+      'test/contract/apply-script-assembly.test.ts',
       'test/contract/redis-store.test.ts',
       'test/contract/redis-connect.test.ts',
       'test/contract/redis-store-states.test.ts',

@@ -32,9 +32,9 @@ export function windowStartMs(nowMs: number, windowMs: number): number {
   return now - (now % windowMs);
 }
 
-/** Reset the count when the window that holds it has ended. */
+/** Reset the count when the window that holds it has ended (a fresh state is already reset). */
 function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
-  if (state.emptyAtMs !== 0 && Math.floor(nowMs) >= state.emptyAtMs) {
+  if (Math.floor(nowMs) >= state.emptyAtMs) {
     state.total = 0;
     state.emptyAtMs = 0;
   }
@@ -69,7 +69,7 @@ function result(
   const now = Math.floor(nowMs);
   const remaining = params.limit - state.total;
   out.overLimit = overLimit;
-  out.remaining = overLimit || remaining < 0 ? 0 : remaining;
+  out.remaining = overLimit ? 0 : Math.max(0, remaining);
   out.resetMs = windowStartMs(now, params.windowMs) + params.windowMs - now;
   return out;
 }

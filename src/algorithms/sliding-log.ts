@@ -38,7 +38,6 @@ const LUA_CHUNK = 128;
 
 /** Drop the entries whose hits are W old or more at `nowMs`. */
 function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
-  if (state.length === 0) return;
   // Entries with t + W <= now are gone: keep t >= now - W + 1.
   if (dropPairsBelow(state, Math.floor(nowMs) - params.windowMs + 1) === 0) state.emptyAtMs = 0;
 }
@@ -55,6 +54,7 @@ function hasRoom(state: CounterState, _nowMs: number, hits: number, params: Limi
 function charge(state: CounterState, nowMs: number, hits: number, params: LimitParams): void {
   if (!(hits > 0)) return;
   const now = Math.floor(nowMs);
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: with no entry, newestSlot is -1 and ring[-2] is undefined, which is never >= now: the guard only saves that lookup.
   if (state.length > 0) {
     const at = newestSlot(state) << 1;
     if (state.ring[at]! >= now) {
@@ -83,16 +83,19 @@ function result(
   out.overLimit = overLimit;
   if (overLimit) {
     out.remaining = 0;
-    out.resetMs = hits > limit ? windowMs : waitForRoomMs(state, now, hits, limit, windowMs);
+    out.resetMs = waitForRoomMs(state, now, hits, limit, windowMs);
     return out;
   }
   const remaining = limit - state.total;
-  out.remaining = remaining > 0 ? remaining : 0;
+  out.remaining = Math.max(0, remaining);
   out.resetMs = state.length === 0 ? 0 : ring[state.head << 1]! + windowMs - now;
   return out;
 }
 
-/** The exact wait until `hits` fit with no other traffic (`hits <= limit`). */
+/**
+ * The exact wait until `hits`, which do not fit now, fit with no other traffic; one window when
+ * they never can (`hits > limit`).
+ */
 function waitForRoomMs(
   state: CounterState,
   now: number,
@@ -100,10 +103,8 @@ function waitForRoomMs(
   limit: number,
   windowMs: number,
 ): number {
-  const excess = state.total + hits - limit;
-  if (excess <= 0) return 0;
-  const at = pairFreeing(state, excess);
-  // -1 is unreachable: with hits <= limit, freeing every entry always frees enough.
+  const at = pairFreeing(state, state.total + hits - limit);
+  // -1 exactly when hits > limit: freeing every entry frees `total`, less than the excess.
   return at < 0 ? windowMs : at + windowMs - now;
 }
 

@@ -35,9 +35,9 @@ import type {
 /** Largest `burst x windowMs` the arithmetic keeps exact (2^53 - 1). */
 export const TOKEN_BUCKET_MAX_PRODUCT = Number.MAX_SAFE_INTEGER;
 
-/** Drop a state whose bucket is full again (TAT <= now). */
+/** Drop a state whose bucket is full again (TAT <= now); a fresh state (all 0) stays as it is. */
 function refresh(state: CounterState, nowMs: number, params: LimitParams): void {
-  if (state.emptyAtMs !== 0 && Math.floor(nowMs) >= state.emptyAtMs) {
+  if (Math.floor(nowMs) >= state.emptyAtMs) {
     state.total = 0;
     state.stampMs = 0;
     state.emptyAtMs = 0;
@@ -45,11 +45,13 @@ function refresh(state: CounterState, nowMs: number, params: LimitParams): void 
   void params;
 }
 
-/** The shortfall from a full bucket at `now`, in ticks of 1/L ms (0 when full). */
+/**
+ * The shortfall from a full bucket at `now`, in ticks of 1/L ms (0 when full). A fresh state
+ * (TAT 0) gives `-now x L` before the clamp, so it needs no case of its own.
+ */
 function deficit(state: CounterState, now: number, limit: number): number {
-  if (state.emptyAtMs === 0) return 0;
   const ticks = (state.stampMs - now) * limit + state.total;
-  return ticks > 0 ? ticks : 0;
+  return Math.max(0, ticks);
 }
 
 /** Whether the bucket holds `hits` tokens at `nowMs`. */
@@ -66,7 +68,8 @@ function charge(state: CounterState, nowMs: number, hits: number, params: LimitP
   const now = Math.floor(nowMs);
   let ms = state.stampMs;
   let ticks = state.total;
-  if (state.emptyAtMs === 0 || ms < now || (ms === now && ticks === 0)) {
+  // max(TAT, now): a fresh state's TAT is 0; a TAT of exactly `now` ms and 0 ticks is `now`.
+  if (ms < now) {
     ms = now;
     ticks = 0;
   }
@@ -81,7 +84,14 @@ function charge(state: CounterState, nowMs: number, hits: number, params: LimitP
 
 /**
  * The least whole-ms wait from `now` after which the deficit is at most `allowed` ticks: TAT
- * minus `allowed / L` ms, rounded up, minus now (0 when already so).
+ * minus `allowed / L` ms, rounded up, minus now. Only asked when the deficit now exceeds
+ * `allowed` (over: the hits do not fit; OK: one more token than `remaining` does not), so the
+ * wait is at least 1 ms.
+ *
+ * `q + (r > 0 ? 1 : 0)` is `ceil(x / L)`, exact for -2^53 < x < L: `x / L` lies at least 1/L
+ * from any integer it is not, more than its rounding error, so `q` is the true floor; `q x L`
+ * (|x| + the true remainder) rounds only past 2^53, by at most 1, when that remainder is at
+ * least 2; `x - q x L` is then exact, so `r > 0` is true exactly when the true remainder is.
  */
 function waitUntilDeficitAtMost(
   state: CounterState,
@@ -89,20 +99,10 @@ function waitUntilDeficitAtMost(
   allowed: number,
   limit: number,
 ): number {
-  if (deficit(state, now, limit) <= allowed) return 0;
   const x = state.total - allowed;
-  let q = Math.floor(x / limit);
-  let r = x - q * limit;
-  // Guard the floor against rounding of x / limit near 2^53.
-  if (r < 0) {
-    q--;
-    r += limit;
-  } else if (r >= limit) {
-    q++;
-    r -= limit;
-  }
-  const at = state.stampMs + q + (r > 0 ? 1 : 0);
-  return at > now ? at - now : 0;
+  const q = Math.floor(x / limit);
+  const r = x - q * limit;
+  return state.stampMs + q + (r > 0 ? 1 : 0) - now;
 }
 
 /** The decision: whole tokens left, and the wait for the hits (over) or the next token (OK). */
@@ -123,7 +123,7 @@ function result(
     return out;
   }
   const room = burst * windowMs - deficit(state, now, limit);
-  const remaining = room > 0 ? Math.floor(room / windowMs) : 0;
+  const remaining = Math.max(0, Math.floor(room / windowMs));
   if (overLimit) {
     out.remaining = 0;
     out.resetMs =
@@ -147,8 +147,8 @@ const tokenBucket: CounterAlgorithm = {
   charge,
   result,
   // `emptyAtMs` is TAT rounded up to a whole ms: `stampMs`, plus 1 when a fraction (`total`) is left.
+  // A fresh state is all 0, so it needs no case of its own.
   impliedFirst(state) {
-    if (state.emptyAtMs === 0) return 0;
     return state.total > 0 ? state.emptyAtMs - 1 : state.emptyAtMs;
   },
 };

@@ -64,6 +64,10 @@ describe('the batch kernel (docs/semantics.md §3)', () => {
     expect(quotaRejects([], [])).toBe(false);
   });
 
+  it('an empty batch has no cumulative hits', () => {
+    expect(cumulativeHits([])).toEqual([]);
+  });
+
   it('charges an admitted spec with hits, a quota spec only when it had room', () => {
     expect(charges(spec('a', 2), false)).toBe(true);
     expect(charges(spec('a', 0), false)).toBe(false);

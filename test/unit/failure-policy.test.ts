@@ -169,6 +169,10 @@ describe('failure policy: the remote store is unavailable', () => {
     expect(() => withFailurePolicy({ store: new Remote(), mode: 'memory' })).toThrow(
       /STORE_FAILURE_MODE=memory needs a fallback store/,
     );
+    // A wiring bug, not a client's or a store's failure: an INTERNAL error.
+    expect(() => withFailurePolicy({ store: new Remote(), mode: 'memory' })).toThrow(
+      expect.objectContaining({ code: 'INTERNAL' }),
+    );
     expect(() => withFailurePolicy({ store: new Remote(), mode: 'allow' })).not.toThrow();
     expect(() => withFailurePolicy({ store: new Remote(), mode: 'error' })).not.toThrow();
   });

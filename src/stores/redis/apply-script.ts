@@ -86,7 +86,8 @@ function branches(
   if (last === undefined && having.length === algorithms.length && having.length > 0) {
     last = pick(having.pop()!.lua);
   }
-  if (having.length === 0) return last === undefined ? '' : last.replace(/^ {2}/gm, '');
+  // A part no branch compares runs as it is, at the depth of a branch (Lua ignores the indent).
+  if (having.length === 0) return last ?? '';
   let out = '';
   for (const algorithm of having) {
     compared.add(algorithm);
