@@ -57,15 +57,14 @@ export function lookup(level: ConfigLevel, key: string, value: string): ConfigNo
     }
   }
   // Key wildcards compete with value wildcards in declaration order, as all of a level's
-  // wildcards do in the reference; the joined text is built only for a level that has some.
+  // wildcards do in the reference; the joined text is built only when one is tried.
   const keyWildcards = level.keyWildcards;
-  if (keyWildcards.length > 0) {
-    const joined = `${key}_${value}`;
-    for (let i = 0; i < keyWildcards.length; i++) {
-      const candidate = keyWildcards[i]!;
-      if (found !== undefined && candidate.order > found.order) break;
-      if (matchGlob(candidate.glob, joined)) return candidate.node;
-    }
+  let joined: string | undefined;
+  for (let i = 0; i < keyWildcards.length; i++) {
+    const candidate = keyWildcards[i]!;
+    if (found !== undefined && candidate.order > found.order) break;
+    joined ??= `${key}_${value}`;
+    if (matchGlob(candidate.glob, joined)) return candidate.node;
   }
   if (found !== undefined) return found.node;
   return level.defaults.get(key);

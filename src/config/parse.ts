@@ -296,7 +296,8 @@ function collectMergeSources(
   }
 }
 
-function isMergeKey(node: unknown): boolean {
+/** Whether a mapping key is the YAML merge key `<<` (the yaml library reads it as a symbol). */
+export function isMergeKey(node: unknown): boolean {
   if (!isScalar(node)) return false;
   const value: unknown = node.value;
   return typeof value === 'symbol' && value.description === '<<';

@@ -22,6 +22,7 @@ import {
   formatPosition,
   goParseInt,
   goScalarKind,
+  isMergeKey,
   mapEntries,
   parseConfigYaml,
   type MapEntry,
@@ -508,7 +509,7 @@ class Walker {
           unitEntry = entry;
           const text = this.string(entry, entryPath, 'unit: second');
           if (text === undefined) valid = false;
-          unitText = text ?? '';
+          else unitText = text;
           break;
         }
         case 'requests_per_unit': {
@@ -520,9 +521,12 @@ class Walker {
         case 'unlimited':
           unlimited = this.bool(entry, entryPath);
           break;
-        case 'name':
-          name = this.string(entry, entryPath, 'name: per_user') ?? '';
+        case 'name': {
+          const text = this.string(entry, entryPath, 'name: per_user');
+          if (text === undefined) valid = false;
+          else name = text;
           break;
+        }
         case 'replaces':
           replacesEntry = entry;
           break;
@@ -614,7 +618,7 @@ class Walker {
       if (problem !== undefined) {
         const at =
           problem.at === 'burst'
-            ? burstEntry?.keyNode
+            ? burstEntry!.keyNode
             : problem.at === 'algorithm'
               ? algorithmEntry?.keyNode
               : undefined;
@@ -624,7 +628,6 @@ class Walker {
     }
 
     const replaces = this.replaces(replacesEntry, `${path}.replaces`, name);
-    if (replaces === undefined) valid = false;
     if (!valid || replaces === undefined) return undefined;
     return {
       unit,
@@ -643,7 +646,7 @@ class Walker {
     node: YamlNode | null,
     path: string,
   ): readonly RateLimitConfig[] | undefined {
-    if (node === null || !isSeq(node) || node.items.length === 0) {
+    if (!isSeq(node) || node.items.length === 0) {
       this.sink.add(
         path,
         'rate_limits must be a non-empty list of limits such as ' +
@@ -770,6 +773,7 @@ class Walker {
 
   /** A key written twice loads as in the reference (the last wins), with a warning naming the lines. */
   private warnRepeated(repeated: RepeatedKey, parentPath: string): void {
+    // Stryker disable next-line OptionalChaining,StringLiteral: every key node of a parsed document has a position; the '?' only satisfies the type
     const lines = repeated.keyNodes.map((node) => this.sink.position(node)?.line ?? '?');
     const path = parentPath === '' ? repeated.key : `${parentPath}.${repeated.key}`;
     this.sink.warn(
@@ -789,7 +793,7 @@ class Walker {
    */
   private checkGoScalar(entry: MapEntry, parentPath: string): void {
     const node = entry.value;
-    if (node === null || !isScalar(node)) return;
+    if (!isScalar(node)) return;
     const kind = goScalarKind(node);
     if (kind !== 'float' && kind !== 'uint64') return;
     const path = parentPath === '' ? entry.key : `${parentPath}.${entry.key}`;
@@ -813,8 +817,9 @@ class Walker {
   private unknownKey(entry: MapEntry, parentPath: string, validHere: readonly string[]): void {
     const key = entry.key;
     let hint: string;
-    const home = PLACES.find((place) => place.keys !== validHere && place.keys.includes(key));
-    if (EXTENSION_KEYS.has(key) && home !== undefined) {
+    // `key` is not valid here (every key valid here has its case), so its home is elsewhere.
+    const home = PLACES.find((place) => place.keys.includes(key));
+    if (home !== undefined && EXTENSION_KEYS.has(key)) {
       hint = `it belongs ${home.description}`;
     } else if (home !== undefined) {
       // The reference checks keys against one flat list, so a known key in the wrong place loads
@@ -844,12 +849,12 @@ class Walker {
 
   /** A string field. Plain numbers and booleans keep their source text (`value: 429`). */
   private string(entry: MapEntry, path: string, example: string): string | undefined {
+    // An empty value (`key:`, `~`, `null`) is resolved to null, never a Scalar holding null.
     const node = entry.value;
     if (node === null) return '';
     if (isScalar(node)) {
       const value: unknown = node.value;
       if (typeof value === 'string') return value;
-      if (value === null) return '';
       // Numbers, booleans and timestamps keep the text as written, as the reference's decoder does.
       if (typeof value === 'number' || typeof value === 'boolean' || value instanceof Date) {
         return node.source ?? String(value);
@@ -885,8 +890,9 @@ class Walker {
       // Read as the reference's YAML library reads it (so `1:30` is text, `0x10` is 16).
       const kind = goScalarKind(node);
       if (kind === 'float' || kind === 'uint64') return undefined; // reported by checkGoScalar
-      const value = kind === 'int' ? goParseInt((node.source ?? '').replace(/_/g, '')) : undefined;
-      if (value !== undefined && value >= 0n && value <= BigInt(MAX_UINT32)) return Number(value);
+      const value =
+        (kind === 'int' ? goParseInt((node.source ?? '').replace(/_/g, '')) : undefined) ?? -1n;
+      if (value >= 0n && value <= BigInt(MAX_UINT32)) return Number(value);
     }
     const quoted = isScalar(node) && typeof node.value === 'string' && /^\d+$/.test(node.value);
     this.sink.add(
@@ -1009,12 +1015,11 @@ function editDistance(a: string, b: string): number {
  * reads them; a timestamp stays the text it was written as.
  */
 function yamlToJson(node: YamlNode | null, resolve: (node: unknown) => YamlNode | null): JsonValue {
-  if (node === null) return null;
   if (isMap(node)) {
     const out: Record<string, JsonValue> = {};
     for (const pair of node.items) {
       const keyNode = pair.key as YamlAnyNode | null;
-      if (isScalar(keyNode) && keyNode.value === '<<') {
+      if (isMergeKey(keyNode)) {
         const sources = resolve(pair.value);
         const list = isSeq(sources) ? sources.items.map((item) => resolve(item)) : [sources];
         for (const source of list) {
@@ -1032,9 +1037,10 @@ function yamlToJson(node: YamlNode | null, resolve: (node: unknown) => YamlNode 
   if (isSeq(node)) return node.items.map((item) => yamlToJson(resolve(item), resolve));
   if (isScalar(node)) {
     const value: unknown = node.value;
-    if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;
+    // An empty value is resolved to null before it gets here, and anything unknown is null below.
+    if (typeof value === 'boolean' || typeof value === 'string') return value;
+    // Whole numbers too (never a bigint: the file is parsed without `intAsBigInt`).
     if (typeof value === 'number') return value;
-    if (typeof value === 'bigint') return Number(value);
     if (value instanceof Date) return node.source ?? value.toISOString();
   }
   return null;

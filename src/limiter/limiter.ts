@@ -134,16 +134,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const plan = (snapshot: ConfigSnapshot, request: RateLimitRequest): Plan => {
     const { domain, descriptors } = request;
     const count = descriptors.length;
-    const matches: (LimitMatch | undefined)[] = new Array<LimitMatch | undefined>(count);
+    const matches: (LimitMatch | undefined)[] = [];
     let replaced: Set<string> | undefined;
 
     for (let i = 0; i < count; i++) {
       const match = snapshot.getLimit(domain, descriptors[i]!);
-      matches[i] = match;
-      if (match !== undefined && match.rule.replaces.length > 0) {
-        replaced ??= new Set<string>();
-        for (const name of match.rule.replaces) replaced.add(name);
-      }
+      matches.push(match);
+      if (match === undefined) continue;
+      for (const name of match.rule.replaces) (replaced ??= new Set<string>()).add(name);
     }
 
     // A plain array: a typed array costs an ArrayBuffer per request.
@@ -151,8 +149,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const specs: CounterSpec[] = [];
     // The reference's quota rule: the request is rejected when every quota descriptor is over
     // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
-    // means quota cannot reject; otherwise its counters carry their descriptor as quota group.
-    let quotaDescriptors = 0;
+    // means quota cannot reject; otherwise each quota counter carries its descriptor as group.
     let quotaCanReject = true;
     for (let i = 0; i < count; i++) {
       const match = matches[i];
@@ -162,8 +159,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
       const rule = match.rule;
       if (rule.unlimited) continue;
-      // A replaced rule is dropped as if nothing matched (the reference's behaviour).
-      if (replaced !== undefined && rule.name !== '' && replaced.has(rule.name)) {
+      // A replaced rule is dropped as if nothing matched (the reference's behaviour). A rule
+      // without a name is never replaced: validation refuses an empty name in `replaces`.
+      if (replaced?.has(rule.name) === true) {
         matches[i] = undefined;
         if (globalQuota) quotaCanReject = false;
         continue;
@@ -171,10 +169,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const descriptor = descriptors[i]!;
       const hits = hitsFor(descriptor, request.hitsAddend);
       const mode = modeOf(rule, globalQuota);
-      if (globalQuota || rule.quotaMode) {
-        quotaDescriptors++;
-        if (mode === 'shadow') quotaCanReject = false;
-      }
+      if (mode === 'shadow' && (globalQuota || rule.quotaMode)) quotaCanReject = false;
       specOf[i] = specs.length;
       const limits = rule.limits;
       for (let l = 0; l < limits.length; l++) {
@@ -187,21 +182,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
           burst: limit.burst,
           hits,
           mode,
-          quotaGroup: undefined,
+          quotaGroup: mode === 'quota' ? i : undefined,
         });
       }
     }
-    if (quotaDescriptors > 0 && quotaCanReject) {
-      for (let i = 0; i < count; i++) {
-        const at = specOf[i]!;
-        if (at < 0) continue;
-        const limits = matches[i]!.rule.limits.length;
-        for (let k = at; k < at + limits; k++) {
-          const spec = specs[k]!;
-          if (spec.mode === 'quota') spec.quotaGroup = i;
-        }
-      }
-    }
+    // Only known at the end: a quota descriptor that is never over means no group rejects.
+    if (!quotaCanReject) for (const spec of specs) spec.quotaGroup = undefined;
     return { request, matches, specOf, specs };
   };
 
@@ -214,16 +200,16 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const overLimit = batch !== undefined && !batch.admitted;
     // The `metadata` of the rules whose descriptor passed, in request order.
     let passed: JsonObject[] | undefined;
-    const statuses = new Array<DescriptorStatus>(count);
+    const statuses: DescriptorStatus[] = [];
     for (let i = 0; i < count; i++) {
       const match = matches[i];
       const at = specOf[i]!;
       if (match === undefined) {
-        statuses[i] = NO_RULE;
+        statuses.push(NO_RULE);
         continue;
       }
       if (at < 0) {
-        statuses[i] = UNLIMITED;
+        statuses.push(UNLIMITED);
         continue;
       }
       const rule = match.rule;
@@ -234,19 +220,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const limit = rule.limits[chosen - at]!;
       const mode = specs[at]!.mode;
       const over = result.overLimit;
-      let resetMs = result.resetMs;
-      if (over) {
-        // The wait until every limit admits: the longest of the over-limit ones.
-        for (let k = at; k < at + limitCount; k++) {
-          const other = results[k]!;
-          if (other.overLimit && other.resetMs > resetMs) resetMs = other.resetMs;
-        }
-      }
       // A quota rule over its limit keeps OVER_LIMIT in its own status (the reference since
       // #1059); only shadow mode answers OK.
       const code = over && mode !== 'shadow' ? 'OVER_LIMIT' : 'OK';
       if (code === 'OK' && rule.metadata !== undefined) (passed ??= []).push(rule.metadata);
-      statuses[i] = {
+      statuses.push({
         code,
         currentLimit: {
           requestsPerUnit: limit.requestsPerUnit,
@@ -254,13 +232,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
           name: limit.name,
         },
         limitRemaining: over ? 0 : result.remaining,
-        durationUntilResetMs: resetMs,
+        // When over: the longest wait of the over-limit limits (reportedLimit chose it), the
+        // wait until every limit admits.
+        durationUntilResetMs: result.resetMs,
         rule,
         hits: specs[at]!.hits,
         overLimit: over,
         overLimitWithLocalCache: over && result.fromLocalCache === true,
         quota: mode === 'quota',
-      };
+      });
     }
 
     return {

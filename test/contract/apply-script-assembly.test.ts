@@ -12,7 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALGORITHM_DESCRIPTORS, type AlgorithmDescriptor } from '../../src/algorithms/index.js';
 import {
   APPLY_SCRIPT,
-  ALGORITHM_CODES,
   MODE_CODES,
   assembleApplyScript,
 } from '../../src/stores/redis/apply-script.js';
@@ -39,7 +38,7 @@ function argv(nowMs: number, dry: boolean, specs: readonly Spec[]): string[] {
   const args = [String(nowMs), dry ? '1' : '0', String(GRACE_MS)];
   for (const spec of specs) {
     args.push(
-      String(ALGORITHM_CODES[spec.algorithm.name]),
+      String(spec.algorithm.redisCode),
       String(LIMIT),
       String(WINDOW_MS),
       String(LIMIT + 1),

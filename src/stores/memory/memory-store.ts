@@ -150,6 +150,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CounterStore {
 
 /** Each result object's initial shape; results are fresh objects because callers keep them. */
 function newResult(): CounterResult {
+  // Stryker disable next-line ObjectLiteral,BooleanLiteral: every algorithm's result() writes all three fields; the literal only gives every result one shape
   return { overLimit: false, remaining: 0, resetMs: 0 };
 }
 
@@ -191,8 +192,8 @@ class MemoryStore implements CounterStore {
   private readonly maxKeys: number;
   private readonly sweepBatch: number;
   private readonly timerSweepBatch: number;
-  private readonly onEvict: ((reason: EvictReason, count: number) => void) | undefined;
-  private readonly onNotStored: ((count: number) => void) | undefined;
+  private readonly onEvict: (reason: EvictReason, count: number) => void;
+  private readonly onNotStored: (count: number) => void;
   /** Counter key to slot. */
   private readonly slots = new Map<string, number>();
   /** State objects of {@link WIDE} slots. */
@@ -218,21 +219,29 @@ class MemoryStore implements CounterStore {
   private notStored = 0;
 
   // Per-batch scratch, reused across calls (apply() is synchronous, so never shared).
+  // What the per-position arrays below start with is never seen: every position below a batch's
+  // count is written before it is read.
   /** The state each spec works on: a scratch state loaded from the columns, or a wide state. */
+  // Stryker disable next-line ArrayDeclaration: written before read (above)
   private readonly states: (CounterState | undefined)[] = [];
   /** Scratch states, one per batch position, each with its own two-number ring. */
   private readonly scratch: CounterState[] = [];
   private readonly scratchRings: number[][] = [];
   /** Slot of each spec's counter, NONE when it does not exist (yet). */
+  // Stryker disable next-line ArrayDeclaration: written before read (above)
   private readonly slotOf: number[] = [];
   /** How the batch's specs share keys, and the cumulative hits each is checked with. */
   private readonly batchKeys = new BatchKeys();
+  // Stryker disable next-line ArrayDeclaration: written before read (above)
   private readonly over: boolean[] = [];
   /** Whether any spec on the key of each first spec was left without room. */
+  // Stryker disable next-line ArrayDeclaration: written before read (above)
   private readonly limitingOf: boolean[] = [];
-  /** Specs of the batch being applied (0 between batches). */
-  private batchCount = 0;
-  /** A counter was removed while this batch was applied. */
+  /**
+   * The cap may have removed a counter while this batch was applied (see `owns`). Only saves map
+   * lookups: set, `owns` asks the map, whose answer is then what the flag being clear implies.
+   */
+  // Stryker disable next-line BooleanLiteral: only saves lookups (above)
   private removedInBatch = false;
 
   constructor(options: MemoryStoreOptions) {
@@ -243,8 +252,8 @@ class MemoryStore implements CounterStore {
       1,
       Math.floor(options.timerSweepBatch ?? DEFAULT_TIMER_SWEEP_BATCH),
     );
-    this.onEvict = options.onEvict;
-    this.onNotStored = options.onNotStored;
+    this.onEvict = options.onEvict ?? ignore;
+    this.onNotStored = options.onNotStored ?? ignore;
     const intervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     if (intervalMs > 0) {
       this.timer = setInterval(() => this.sweepTick(), intervalMs);
@@ -270,11 +279,13 @@ class MemoryStore implements CounterStore {
 
   top(n: number): CounterSnapshot[] {
     const now = Math.floor(this.clock());
-    // Keep the n busiest in a small array sorted busiest first; one pass over the map.
-    const best: number[] = [];
     const limit = Math.max(0, Math.floor(n));
-    if (limit === 0) return [];
     const { total, emptyAt } = this;
+    // The n busiest so far (slots and keys), busiest first, ties in map order; one pass over the
+    // map. A counter no busier than the last of a full list is passed over at once: only a
+    // shortcut (it would go in at the end and out again), but one that keeps a scrape of a store
+    // of a million counters from splicing for each of them.
+    const best: number[] = [];
     const keys: string[] = [];
     for (const [key, slot] of this.slots) {
       if (emptyAt[slot]! <= now) continue;
@@ -305,7 +316,7 @@ class MemoryStore implements CounterStore {
   }
 
   close(): Promise<void> {
-    if (this.timer !== undefined) clearInterval(this.timer);
+    clearInterval(this.timer);
     this.timer = undefined;
     this.cursor = undefined;
     this.hand = undefined;
@@ -335,7 +346,6 @@ class MemoryStore implements CounterStore {
     const { firstOf, cumHits } = batchKeys;
 
     this.sweep(now, this.sweepBatch + count);
-    this.batchCount = count;
 
     // Check every spec before charging any.
     for (let i = 0; i < count; i++) {
@@ -390,15 +400,15 @@ class MemoryStore implements CounterStore {
         const room = MAX_EXACT_TOTAL - state.total;
         ALGORITHM_STEPS[spec.algorithm].charge(state, now, Math.min(spec.hits, room), spec);
         const slot = slotOf[first]!;
-        if (slot === NONE || !this.owns(slot, spec.key)) continue;
+        if (!this.owns(slot, spec.key)) continue;
         // The cap's reclaim reads the column: a counter charged here must not look expired
         // to an insert later in this batch.
         this.emptyAt[slot] = state.emptyAtMs;
-        this.limit[slot] = spec.limit < MAX_UINT32 ? spec.limit : MAX_UINT32;
+        this.limit[slot] = Math.min(spec.limit, MAX_UINT32);
       }
     }
 
-    const results = new Array<CounterResult>(count);
+    const results: CounterResult[] = [];
     for (let i = 0; i < count; i++) {
       const spec = specs[i]!;
       // A later duplicate may have created the state after this spec looked it up.
@@ -411,25 +421,26 @@ class MemoryStore implements CounterStore {
         over[i]!,
         newResult(),
       );
-      results[i] = result;
+      results.push(result);
       // Duplicates come after their first spec, which resets the flag.
       const first = firstOf[i]!;
       const limiting = result.overLimit || result.remaining === 0;
       limitingOf[first] = first === i ? limiting : limitingOf[first] === true || limiting;
     }
-    // Write every counter back to its columns, and drop references so the scratch never keeps
-    // a deleted counter alive. A counter any of whose specs was left without room is limiting
-    // someone.
+    // Write every counter back to its columns (only first specs hold a slot), and drop
+    // references so the scratch never keeps a deleted counter alive. A counter any of whose
+    // specs was left without room is limiting someone.
     for (let i = 0; i < count; i++) {
       const slot = slotOf[i]!;
-      if (firstOf[i] === i && slot !== NONE && this.owns(slot, specs[i]!.key)) {
-        this.save(slot, states[i]!, specs[i]!);
+      const state = states[i];
+      states[i] = undefined;
+      if (this.owns(slot, specs[i]!.key)) {
+        this.save(slot, state!, specs[i]!);
         const bits = this.meta[slot]! & ~LIMITING;
         this.meta[slot] = limitingOf[i] === true ? bits | LIMITING : bits;
       }
     }
-    for (let i = 0; i < count; i++) states[i] = undefined;
-    this.batchCount = 0;
+    // Stryker disable next-line BooleanLiteral: only saves lookups (see the field)
     this.removedInBatch = false;
 
     this.reportEvictions();
@@ -437,12 +448,12 @@ class MemoryStore implements CounterStore {
   }
 
   /**
-   * Whether `slot` still holds the counter `key`. Only a removal during the batch can change
-   * that (a cap below the batch's key count evicting one of its counters, whose charge is then
-   * forgotten), so the map is asked only then.
+   * Whether `slot` is a slot (not NONE) that still holds the counter `key`. Only the cap's
+   * removals during the batch can change that (a cap below the batch's key count evicting one of
+   * its counters, whose charge is then forgotten), so the map is asked only after one.
    */
   private owns(slot: number, key: string): boolean {
-    return !this.removedInBatch || this.slots.get(key) === slot;
+    return slot !== NONE && (!this.removedInBatch || this.slots.get(key) === slot);
   }
 
   /** The state of `slot`: its wide state object, or scratch state `at` loaded from the columns. */
@@ -466,14 +477,9 @@ class MemoryStore implements CounterStore {
 
   /** Scratch state `at`, empty (its own two-number ring, zeroed). */
   private scratchState(at: number): CounterState {
-    let state = this.scratch[at];
-    let ring = this.scratchRings[at];
-    if (state === undefined || ring === undefined) {
-      state = createCounterState();
-      ring = state.ring;
-      this.scratch[at] = state;
-      this.scratchRings[at] = ring;
-    }
+    const state = (this.scratch[at] ??= createCounterState());
+    // An algorithm may have given the state a longer ring; it gets its own back.
+    const ring = (this.scratchRings[at] ??= state.ring);
     state.ring = ring;
     state.head = 0;
     state.total = 0;
@@ -565,11 +571,8 @@ class MemoryStore implements CounterStore {
 
   /** Delete the counter `key` at `slot` from the map, and free the slot. */
   private remove(slot: number, key: string): void {
-    // While a batch is applied, a removal (the cap's) may free a slot the batch holds; it must
-    // then not be written back, since another key may have it by now (see `owns`).
-    if (this.batchCount > 0) this.removedInBatch = true;
     this.slots.delete(key);
-    if ((this.meta[slot]! & SHAPE) === WIDE) this.wide.delete(slot);
+    this.wide.delete(slot);
     this.meta[slot] = FLAT;
     this.total[slot] = this.freeHead;
     this.emptyAt[slot] = 0;
@@ -586,9 +589,8 @@ class MemoryStore implements CounterStore {
       const next = this.cursor.next();
       if (next.done === true) {
         this.cursor = undefined;
+        // With `wrap`, the budget bounds how often a tiny map is examined over.
         if (!wrap) return;
-        // One restart at most, so a tiny map is not examined over and over.
-        wrap = false;
         continue;
       }
       const [key, slot] = next.value;
@@ -612,20 +614,20 @@ class MemoryStore implements CounterStore {
   private makeRoom(now: number): boolean {
     const { slots, meta, emptyAt } = this;
     while (slots.size >= this.maxKeys) {
+      // What goes may be a counter of the batch being applied, whose slot then is not its own
+      // any more (see `owns`).
+      this.removedInBatch = true;
       // An expired counter first, within a bounded look at the reclaim cursor.
       const before = slots.size;
       this.sweep(now, EXPIRED_SCAN_LIMIT, true);
       if (slots.size < before) continue;
-      let restarted = false;
       for (let k = 0; ; k++) {
+        // A small map of limiting counters is passed over until then, as a large one is.
         if (k >= LIMITING_SCAN_LIMIT) return false;
         this.hand ??= slots.entries();
         const next = this.hand.next();
         if (next.done === true) {
           this.hand = undefined;
-          // The whole map was passed without finding a counter to drop.
-          if (restarted) return false;
-          restarted = true;
           continue;
         }
         const [key, slot] = next.value;
@@ -657,19 +659,21 @@ class MemoryStore implements CounterStore {
     const expired = this.evictedExpired;
     const lru = this.evictedLru;
     const notStored = this.notStored;
-    if (expired === 0 && lru === 0 && notStored === 0) return;
     this.evictedExpired = 0;
     this.evictedLru = 0;
     this.notStored = 0;
     try {
-      if (expired > 0) onEvict?.('expired', expired);
-      if (lru > 0) onEvict?.('lru', lru);
-      if (notStored > 0) this.onNotStored?.(notStored);
+      if (expired > 0) onEvict('expired', expired);
+      if (lru > 0) onEvict('lru', lru);
+      if (notStored > 0) this.onNotStored(notStored);
     } catch {
       // A failing metrics sink must not fail a decision that has already been charged.
     }
   }
 }
+
+/** The callback an option left out stands for. */
+function ignore(): void {}
 
 /** `into` (a larger column) with `from`'s cells copied to its start. */
 function widen<T extends Float64Array | Uint8Array | Int32Array | Uint32Array>(
