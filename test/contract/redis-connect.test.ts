@@ -1,7 +1,8 @@
 /**
  * Redis clients from the `REDIS_*` settings (src/stores/redis/connect.ts) and the store factory
  * (src/stores/index.ts), against real `redis-server` processes: TCP, URL with credentials and a
- * database, password and ACL user auth, unix socket; every client fails fast (no offline queue,
+ * database, password and ACL user auth, unix socket, TLS (REDIS_TLS and rediss://, CA bundle,
+ * client certificate, host name verification); every client fails fast (no offline queue,
  * REDIS_TIMEOUT on commands). Sentinel and Cluster clients: redis-client-topologies.test.ts. Servers start lazily in the tests that need
  * them, so a run filtered to one test starts only its own.
  */
@@ -22,11 +23,13 @@ import {
   type RedisConnectionOptions,
 } from '../../src/stores/redis/connect.js';
 import type { RedisClient } from '../../src/stores/redis/redis-store.js';
+import { createCa, issueCert, requireOpenssl } from '../helpers/certs.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis clients');
+const opensslRequirement = requireOpenssl('redis clients over TLS');
 const group = useProcessGroup();
 const clients: RedisClient[] = [];
 
@@ -59,6 +62,54 @@ group.onCleanup(() => rmSync(socketDir, { recursive: true, force: true }));
 const overSocket = lazy<RedisServer>(() =>
   startRedis(group, { args: ['--unixsocket', path.join(socketDir, 'redis.sock')] }),
 );
+
+/**
+ * Certificates for the TLS servers: a CA, a server certificate for 127.0.0.1, one for another
+ * host name only, and a client certificate.
+ */
+const tlsFiles = lazy(() => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-redis-tls-'));
+  group.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  const ca = createCa(dir, 'redis');
+  return Promise.resolve({
+    ca,
+    server: issueCert(ca, dir, 'server', { sans: ['IP:127.0.0.1'], usage: 'serverAuth' }),
+    elsewhere: issueCert(ca, dir, 'elsewhere', {
+      sans: ['DNS:elsewhere.example'],
+      usage: 'serverAuth',
+    }),
+    client: issueCert(ca, dir, 'client', { sans: [], usage: 'clientAuth' }),
+  });
+});
+
+/** A server that also listens with TLS on `tlsPort`, with `cert` as its certificate. */
+async function startTlsRedis(
+  which: 'server' | 'elsewhere',
+  clientCerts: 'yes' | 'no',
+): Promise<{ tlsPort: number }> {
+  const files = await tlsFiles();
+  const tlsPort = await freePort();
+  await startRedis(group, {
+    args: [
+      '--tls-port',
+      String(tlsPort),
+      '--tls-cert-file',
+      files[which].cert,
+      '--tls-key-file',
+      files[which].key,
+      '--tls-ca-cert-file',
+      files.ca.cert,
+      '--tls-auth-clients',
+      clientCerts,
+    ],
+  });
+  return { tlsPort };
+}
+
+/** TLS for 127.0.0.1, client certificates required. */
+const tlsServer = lazy(() => startTlsRedis('server', 'yes'));
+/** TLS with a certificate for elsewhere.example only, no client certificates. */
+const tlsElsewhere = lazy(() => startTlsRedis('elsewhere', 'no'));
 
 function settings(more: Partial<RedisConnectionOptions>): RedisConnectionOptions {
   return {
@@ -143,12 +194,16 @@ describe.skipIf(requirement.skip)('createRedisClient', () => {
     // The wait lasts exactly its timeout (on a fake clock), then answers false.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     let ready: boolean | undefined;
+    const listeners = made.listenerCount('ready');
     try {
       void waitUntilReady(made, 300).then((ok) => (ready = ok));
+      expect(made.listenerCount('ready')).toBe(listeners + 1);
       await vi.advanceTimersByTimeAsync(299);
       expect(ready).toBeUndefined();
       await vi.advanceTimersByTimeAsync(1);
       expect(ready).toBe(false);
+      // A wait that ended leaves no listener behind (a client is waited on at every start).
+      expect(made.listenerCount('ready')).toBe(listeners);
     } finally {
       vi.useRealTimers();
     }
@@ -175,6 +230,39 @@ describe.skipIf(requirement.skip)('createRedisClient', () => {
       server.proc.child.kill('SIGCONT');
       await server.stop();
     }
+  });
+});
+
+describe.skipIf(requirement.skip || opensslRequirement.skip)('createRedisClient over TLS', () => {
+  it('REDIS_TLS with a CA bundle and a client certificate, or a rediss:// URL with the same files', async () => {
+    const { tlsPort } = await tlsServer();
+    const { ca, client: cert } = await tlsFiles();
+    const files = { tlsCaCert: ca.cert, tlsClientCert: cert.cert, tlsClientKey: cert.key };
+    for (const more of [
+      { url: `127.0.0.1:${tlsPort}`, tls: true, ...files },
+      { url: `rediss://127.0.0.1:${tlsPort}`, ...files },
+    ]) {
+      const made = client(more);
+      expect(await waitUntilReady(made, 5_000), more.url).toBe(true);
+      expect(await made.ping()).toBe('PONG');
+    }
+    // The server requires a client certificate: without one the handshake fails.
+    const anonymous = client({ url: `127.0.0.1:${tlsPort}`, tls: true, tlsCaCert: ca.cert });
+    expect(await waitUntilReady(anonymous, 500)).toBe(false);
+    // Without the CA bundle the server's certificate is not trusted.
+    const untrusting = client({ url: `127.0.0.1:${tlsPort}`, tls: true, ...files, tlsCaCert: '' });
+    expect(await waitUntilReady(untrusting, 500)).toBe(false);
+  });
+
+  it('a certificate for another host name: refused, unless REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', async () => {
+    const { tlsPort } = await tlsElsewhere();
+    const { ca } = await tlsFiles();
+    const base = { url: `127.0.0.1:${tlsPort}`, tls: true, tlsCaCert: ca.cert };
+    const verifying = client(base);
+    expect(await waitUntilReady(verifying, 500)).toBe(false);
+    const skipping = client({ ...base, tlsSkipHostnameVerification: true });
+    expect(await waitUntilReady(skipping, 5_000)).toBe(true);
+    expect(await skipping.ping()).toBe('PONG');
   });
 });
 

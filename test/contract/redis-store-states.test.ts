@@ -80,6 +80,28 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
     }
   });
 
+  it('not reachable at first, then up: the recovery is a WARN that answers the ERROR line', async () => {
+    const port = await freePort();
+    const client = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20 });
+    const { lines, logger, messages } = capture();
+    const store = createRedisStore({ client, keyPrefix: 'l:', timeoutMs: 500, logger });
+    try {
+      await waitFor('the first failure logged', () => lines.length > 0, {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+      });
+      await startRedis(group, { port });
+      await waitFor('connected', () => store.healthy(), { timeoutMs: 10_000, intervalMs: 10 });
+      expect(messages()).toEqual([
+        'redis store not reachable yet; connecting in the background',
+        'redis store available (connected)',
+      ]);
+      expect(lines[1]).toMatchObject({ redis: 'main', level: 40 });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('up, down and up again: one line each way, and calls answered again', async () => {
     const server = await startRedis(group);
     const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 20 });

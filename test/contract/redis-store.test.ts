@@ -9,9 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
+import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { SluiceError } from '../../src/errors.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { CounterStore } from '../../src/stores/counter-store.js';
+import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
+import { assembleApplyScript } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -61,6 +64,7 @@ function recordingMetrics(): StoreMetricsSink & { events: string[] } {
 }
 
 interface Harness {
+  readonly client: Redis;
   readonly clock: ManualClock;
   readonly store: CounterStore;
   readonly prefix: string;
@@ -87,7 +91,7 @@ async function make(
   });
   open.push(store);
   await client.ping();
-  return { clock, store, prefix, metrics };
+  return { client, clock, store, prefix, metrics };
 }
 
 /** Calls of the apply script since the server started. */
@@ -186,7 +190,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
   });
 
   it('a batch with one cached counter charges nothing and still reports the others exactly', async () => {
-    const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
+    const { clock, store, metrics, prefix } = await make({ localCacheBytes: 10_000 });
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]); // remembered
     clock.advance(2_000);
@@ -207,12 +211,28 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     const peek = await store.apply([spec('b', 1, 5), spec('c', 2, 3)]);
     expect(peek.results.map((r) => r.remaining)).toEqual([4, 1]);
 
+    // Even when Redis no longer holds the cached counter (a restart, a flush), a batch the cache
+    // refuses charges nothing: the others are only checked.
+    await admin!.del(await admin!.keys(`${prefix}*a`));
+    await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 0, 3)]);
+    const unchanged = await store.apply([spec('b', 0, 5), spec('c', 0, 3)]);
+    expect(unchanged.results.map((r) => r.remaining)).toEqual([4, 1]);
+
     // The same batch without a cache gets the same answer from Redis.
     const plain = await make();
     await plain.store.apply([spec('a', 1, 1)]);
     plain.clock.advance(2_000);
     const uncached = await plain.store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
     expect(uncached.results).toEqual(batch.results.map(({ fromLocalCache: _, ...rest }) => rest));
+  });
+
+  it('spends its budget on enforced counters only: a shadow counter over limit evicts nothing', async () => {
+    // Room for one entry (a one-character key costs 98 bytes).
+    const { store } = await make({ localCacheBytes: 98 });
+    await store.apply([spec('e', 1, 1)]);
+    const refused = await store.apply([spec('e', 1, 1), spec('s', 9, 1, { mode: 'shadow' })]);
+    expect(refused.results.map((r) => r.overLimit)).toEqual([true, true]);
+    expect((await store.apply([spec('e', 1, 1)])).results[0]!.fromLocalCache).toBe(true);
   });
 
   it('checks the cumulative hits of a key that appears twice in one batch', async () => {
@@ -300,9 +320,50 @@ describe.skipIf(requirement.skip)('redis store: keys, the per-second client and 
     expect(batch.results.map((r) => r.overLimit)).toEqual([true, false]);
     expect(batch.results[1]!.remaining).toBe(4);
   });
+  it('across clients the quota rule is decided on the whole batch, not per client', async () => {
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const { store } = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    await store.apply([spec('q1', 1, 1, { windowMs: 1_000 })]);
+    // Quota group 0 (per-second client) has no room, group 1 (main client) has: admitted, and
+    // the per-second client's enforced counter is charged although its own quota group is full.
+    const batch = await store.apply([
+      spec('q1', 1, 1, { windowMs: 1_000, mode: 'quota', quotaGroup: 0 }),
+      spec('e1', 1, 5, { windowMs: 1_000 }),
+      spec('q2', 1, 5, { mode: 'quota', quotaGroup: 1 }),
+    ]);
+    expect(batch.admitted).toBe(true);
+    expect(batch.results.map((r) => [r.overLimit, r.remaining])).toEqual([
+      [true, 0],
+      [false, 4],
+      [false, 4],
+    ]);
+    const peek = await store.apply([spec('e1', 0, 5, { windowMs: 1_000 })]);
+    expect(peek.results[0]!.remaining).toBe(4);
+  });
 });
 
 describe.skipIf(requirement.skip)('redis store: failures', () => {
+  it('a script reply of the wrong shape fails the call with STORE_UNAVAILABLE, never a made-up answer', async () => {
+    const { client, store } = await make();
+    // The real script replaced on this connection by ones that answer something else.
+    for (const lua of ['return 1', 'return {1, 0, 4}', 'return {1, 0, 4, 0, 1}']) {
+      client.defineCommand('sluiceApply', { lua });
+      await expect(store.apply([spec('a', 1, 5)]), lua).rejects.toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        message: 'redis: unexpected reply from the apply script',
+      });
+    }
+    // Two groups (the per-second client): each group's reply is checked for its own size.
+    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const split = await make({ perSecondClient: perSecond });
+    await perSecond.ping();
+    perSecond.defineCommand('sluiceApply', { lua: 'return {1, 0, 4}' });
+    await expect(
+      split.store.apply([spec('m', 1, 5), spec('s', 1, 5, { windowMs: 1_000 })]),
+    ).rejects.toMatchObject({ message: 'redis: unexpected reply from the apply script' });
+  });
+
   it('fails at once with STORE_UNAVAILABLE while not connected, and is unhealthy', async () => {
     const port = await freePort();
     const client = new Redis({
@@ -416,3 +477,52 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
     }
   });
 });
+
+describe.skipIf(requirement.skip)(
+  'redis store: the script assembled from the algorithm registry',
+  () => {
+    it('decides every algorithm, mode and batch shape exactly as the memory store', async () => {
+      const { client, clock, store } = await make();
+      // This connection runs the script assembleApplyScript builds now from the registry.
+      client.defineCommand('sluiceApply', { lua: assembleApplyScript(ALGORITHM_DESCRIPTORS) });
+      const memory = createMemoryStore({ clock: clock.now });
+      open.push(memory);
+      // A seeded sequence of batches: every algorithm, several keys, windows of 10 s and a
+      // minute, hits 0 to 3, shadow and quota counters, time moving 0 to 12 s between batches.
+      let seed = 20_261_125;
+      const next = (n: number): number => {
+        seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+        return seed % n;
+      };
+      const view = (batch: BatchResult) => ({
+        admitted: batch.admitted,
+        results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
+          overLimit,
+          remaining,
+          resetMs,
+        })),
+      });
+      for (let step = 0; step < 60; step++) {
+        const specs: CounterSpec[] = [];
+        for (let k = 0, count = 1 + next(4); k < count; k++) {
+          const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
+          const windowMs = next(2) === 0 ? 10_000 : MINUTE;
+          const roll = next(10);
+          specs.push(
+            spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
+              algorithm: algorithm.name,
+              windowMs,
+              ...(roll === 0 ? { mode: 'shadow' as const } : {}),
+              ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
+            }),
+          );
+        }
+        const expected = view(await memory.apply(specs));
+        expect(view(await store.apply(specs)), `step ${step}: ${JSON.stringify(specs)}`).toEqual(
+          expected,
+        );
+        clock.advance(next(13) * 1_000);
+      }
+    });
+  },
+);

@@ -4,6 +4,7 @@
  * credentials and a database.
  */
 import { describe, expect, it } from 'vitest';
+import { SluiceError } from '../../src/errors.js';
 import { parseAddress } from '../../src/stores/redis/address.js';
 
 describe('parseAddress: host:port', () => {
@@ -32,6 +33,7 @@ describe('parseAddress: host:port', () => {
     ['an empty string', ''],
     ['a bare port', ':6379'],
     ['another scheme', 'http://redis.internal:6379'],
+    ['a scheme that only ends in redis', 'myredis://redis.internal:6379'],
   ])('refuses %s (%j) naming the expected forms', (_, text) => {
     expect(() => parseAddress(text)).toThrow(
       'expected host:port or a redis:// URL for every address',
@@ -93,5 +95,24 @@ describe('parseAddress: URLs', () => {
       port: 6379,
       db: 3,
     });
+  });
+});
+
+describe('parseAddress: what it refuses or leaves out', () => {
+  it('an address it cannot read is INVALID_SETTINGS', () => {
+    let error: unknown;
+    try {
+      parseAddress('redis.internal');
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(SluiceError);
+    expect((error as SluiceError).code).toBe('INVALID_SETTINGS');
+  });
+
+  it('a URL path that is not a database number selects no database', () => {
+    expect(parseAddress('redis://redis.internal:6379/abc').db).toBeUndefined();
+    expect(parseAddress('redis://redis.internal:6379/1.5').db).toBeUndefined();
+    expect(parseAddress('redis://redis.internal:6379/').db).toBeUndefined();
   });
 });

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { SluiceError } from '../../errors.js';
 import { parseAddress } from './address.js';
 import type { RedisClient } from './redis-store.js';
@@ -102,8 +102,23 @@ function baseOptions(settings: RedisConnectionOptions): RedisOptions {
   };
 }
 
-/** Create (and start connecting) the client the settings describe. */
-export function createRedisClient(settings: RedisConnectionOptions): RedisClient {
+/**
+ * The ioredis client {@link createRedisClient} makes for `settings`: a `Redis` (single node, also
+ * through Sentinel) with its options, or a `Cluster` with its startup nodes and options.
+ */
+export type RedisClientPlan =
+  | { readonly kind: 'redis'; readonly options: RedisOptions }
+  | {
+      readonly kind: 'cluster';
+      readonly nodes: ClusterNode[];
+      readonly options: ClusterOptions;
+    };
+
+/**
+ * What client {@link createRedisClient} makes for `settings` (see {@link RedisClientPlan}). Reads
+ * the TLS files; throws INVALID_SETTINGS when one cannot be read.
+ */
+export function redisClientPlan(settings: RedisConnectionOptions): RedisClientPlan {
   const base = baseOptions(settings);
   const parts = settings.url
     .split(',')
@@ -111,52 +126,70 @@ export function createRedisClient(settings: RedisConnectionOptions): RedisClient
     .filter((part) => part !== '');
   switch (settings.type) {
     case 'single': {
-      if (settings.socketType === 'unix') return new Redis({ ...base, path: settings.url });
+      if (settings.socketType === 'unix') {
+        return { kind: 'redis', options: { ...base, path: settings.url } };
+      }
       const address = parseAddress(parts[0] ?? '');
-      return new Redis({
-        ...base,
-        host: address.host,
-        port: address.port,
-        username: address.username ?? base.username,
-        password: address.password ?? base.password,
-        db: address.db,
-        tls: address.tls ? (base.tls ?? tlsOptions(settings)) : base.tls,
-      });
+      return {
+        kind: 'redis',
+        options: {
+          ...base,
+          host: address.host,
+          port: address.port,
+          username: address.username ?? base.username,
+          password: address.password ?? base.password,
+          db: address.db,
+          tls: address.tls ? (base.tls ?? tlsOptions(settings)) : base.tls,
+        },
+      };
     }
     case 'sentinel': {
       const [name, ...sentinels] = parts;
       const sentinelAuth = splitAuth(settings.sentinelAuth);
-      return new Redis({
-        ...base,
-        name,
-        sentinels: sentinels.map((part) => {
-          const address = parseAddress(part);
-          return { host: address.host, port: address.port };
-        }),
-        sentinelUsername: sentinelAuth.username,
-        sentinelPassword: sentinelAuth.password,
-        sentinelRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
-        enableTLSForSentinelMode: settings.tls,
-      });
+      return {
+        kind: 'redis',
+        options: {
+          ...base,
+          name,
+          sentinels: sentinels.map((part) => {
+            const address = parseAddress(part);
+            return { host: address.host, port: address.port };
+          }),
+          sentinelUsername: sentinelAuth.username,
+          sentinelPassword: sentinelAuth.password,
+          sentinelRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
+          enableTLSForSentinelMode: settings.tls,
+        },
+      };
     }
     case 'cluster': {
       const nodes: ClusterNode[] = parts.map((part) => {
         const address = parseAddress(part);
         return { host: address.host, port: address.port };
       });
-      return new Cluster(nodes, {
-        enableOfflineQueue: false,
-        enableReadyCheck: true,
-        slotsRefreshTimeout: settings.timeoutMs,
-        clusterRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
-        scaleReads: 'master',
-        // ioredis 6 refuses an auto-pipeline of script calls whose keys sit in different slots of
-        // one node ("All keys in the pipeline should belong to the same slots allocation
-        // group"), so cluster connections send each script call on its own.
-        redisOptions: { ...base, enableAutoPipelining: false },
-      });
+      return {
+        kind: 'cluster',
+        nodes,
+        options: {
+          enableOfflineQueue: false,
+          enableReadyCheck: true,
+          slotsRefreshTimeout: settings.timeoutMs,
+          clusterRetryStrategy: (times: number) => Math.min(times * 50, MAX_RECONNECT_DELAY_MS),
+          scaleReads: 'master',
+          // ioredis 6 refuses an auto-pipeline of script calls whose keys sit in different slots
+          // of one node ("All keys in the pipeline should belong to the same slots allocation
+          // group"), so cluster connections send each script call on its own.
+          redisOptions: { ...base, enableAutoPipelining: false },
+        },
+      };
     }
   }
+}
+
+/** Create (and start connecting) the client the settings describe. */
+export function createRedisClient(settings: RedisConnectionOptions): RedisClient {
+  const plan = redisClientPlan(settings);
+  return plan.kind === 'cluster' ? new Cluster(plan.nodes, plan.options) : new Redis(plan.options);
 }
 
 /** Resolve once `client` is ready, or after `timeoutMs` (then it keeps connecting). */

@@ -15,8 +15,8 @@ const CLUSTER_SLOTS = 16384;
  * contains `{` or `}`, so it is the tag Redis uses when the prefix has no braces.
  */
 export function hashTagOf(counterKey: string): string {
-  let start = counterKey.indexOf('|');
-  start = start < 0 ? 0 : counterKey.indexOf('|', start + 1) + 1;
+  // After the second bar; 0 (the whole key) when there are fewer than two.
+  const start = counterKey.indexOf('|', counterKey.indexOf('|') + 1) + 1;
   let hash = 0x811c9dc5;
   for (let i = start; i < counterKey.length; i++) {
     hash ^= counterKey.charCodeAt(i);

@@ -39,7 +39,7 @@ export class LocalOverLimitCache {
     const entry = this.entries.get(key);
     if (entry === undefined) return 0;
     if (entry.untilMs <= nowMs) {
-      this.delete(key, entry);
+      this.delete(key);
       return 0;
     }
     if (entry.limit !== limit || hits < entry.hits) return 0;
@@ -48,14 +48,13 @@ export class LocalOverLimitCache {
 
   /** Remember that `key` is over limit for `hits` under `limit` until `untilMs`. */
   remember(key: string, hits: number, limit: number, untilMs: number): void {
-    const old = this.entries.get(key);
-    if (old !== undefined) this.delete(key, old);
-    const cost = key.length * 2 + ENTRY_OVERHEAD_BYTES;
+    if (this.entries.has(key)) this.delete(key);
+    const cost = costOf(key);
     if (cost > this.maxBytes) return;
-    while (this.bytes + cost > this.maxBytes) {
-      const oldest = this.entries.entries().next();
-      if (oldest.done === true) break;
-      this.delete(oldest.value[0], oldest.value[1]);
+    // Oldest first (a Map iterates in insertion order; deleting the current key is safe).
+    for (const oldest of this.entries.keys()) {
+      if (this.bytes + cost <= this.maxBytes) break;
+      this.delete(oldest);
     }
     this.entries.set(key, { untilMs, hits, limit });
     this.bytes += cost;
@@ -67,9 +66,13 @@ export class LocalOverLimitCache {
     this.bytes = 0;
   }
 
-  private delete(key: string, entry: CacheEntry): void {
-    void entry;
+  private delete(key: string): void {
     this.entries.delete(key);
-    this.bytes -= key.length * 2 + ENTRY_OVERHEAD_BYTES;
+    this.bytes -= costOf(key);
   }
+}
+
+/** Estimated bytes the entry of `key` costs (UTF-16 characters and {@link ENTRY_OVERHEAD_BYTES}). */
+function costOf(key: string): number {
+  return key.length * 2 + ENTRY_OVERHEAD_BYTES;
 }
