@@ -7,45 +7,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import type { ConfigSnapshot, LimitMatch } from '../../src/config/types.js';
 import { SluiceError } from '../../src/errors.js';
 import { createLimiter } from '../../src/limiter/limiter.js';
-import type {
-  JsonObject,
-  RateLimitRequest,
-  RateLimitRule,
-  RequestDescriptor,
-  RuleLimit,
-} from '../../src/model.js';
+import type { JsonObject, RateLimitRule, RuleLimit } from '../../src/model.js';
 import type { CounterResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import { makeRule } from '../helpers/rules.js';
-
-function snapshotOf(rules: Record<string, RateLimitRule>): ConfigSnapshot {
-  const matches = new Map<string, LimitMatch>(
-    Object.entries(rules).map(([k, r]) => [k, { rule: r, sharedPatterns: undefined }]),
-  );
-  return {
-    files: [],
-    warnings: [],
-    domains: new Map([['d', { name: 'd', files: [] }]]),
-    getLimit: (domain, descriptor) =>
-      domain === 'd' ? matches.get(descriptor.entries[0]?.key ?? '') : undefined,
-    dump: () => [],
-  };
-}
-
-const desc = (key: string, more: Partial<RequestDescriptor> = {}): RequestDescriptor => ({
-  entries: [{ key, value: 'v' }],
-  limit: undefined,
-  hitsAddend: undefined,
-  ...more,
-});
-const req = (descriptors: RequestDescriptor[], hitsAddend = 0): RateLimitRequest => ({
-  domain: 'd',
-  descriptors,
-  hitsAddend,
-});
+import { desc, makeRule, req, snapshotOf } from '../helpers/rules.js';
 
 function memory() {
   const clock = createManualClock(1_700_000_000_000);
