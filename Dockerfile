@@ -7,8 +7,9 @@
 #   docker run --rm -p 8081:8081 -p 8080:8080 -v "$PWD/myrules:/srv/runtime_data/current/config:ro" sluice
 #
 # NODE_IMAGE is the base of both stages: a Debian-based Node.js 24 image by default (Node 22 works
-# too: --build-arg NODE_IMAGE=node:22-slim). The base needs `node` and `npm` on PATH, a `node` user
-# and /bin/sh.
+# too: --build-arg NODE_IMAGE=docker.io/library/node:22-slim). The base needs `node` and `npm` on
+# PATH, a `node` user and /bin/sh. The name is fully qualified, so podman builds it too (it
+# resolves no short name without a configured search registry).
 #
 # Rules are read the way envoyproxy/ratelimit reads them, from
 # $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY. The image sets the reference's default
@@ -19,7 +20,7 @@
 # docker-compose sets RUNTIME_ROOT=/data and RUNTIME_SUBDIRECTORY=ratelimit and mounts the rules at
 # /data/ratelimit/config, as this repository's docker-compose.yml does.
 
-ARG NODE_IMAGE=node:24-slim
+ARG NODE_IMAGE=docker.io/library/node:24-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

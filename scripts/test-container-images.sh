@@ -14,7 +14,8 @@
 # Needs root podman and debootstrap. Prints each build's time on stderr.
 #
 # Env: NODE_STANDIN_VERSION (default 24.21.0), NPM_STANDIN_VERSION (11.6.2), CONTAINERS_CONF
-# (default test/container/containers.conf).
+# (default: what scripts/containers-conf.sh prints, test/container/containers.conf plus runc as the
+# runtime on a host with hybrid or v1 cgroups).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +23,10 @@ images_dir="${repo_root}/test/container/images"
 work="${repo_root}/.cache/container-images"
 node_version="${NODE_STANDIN_VERSION:-24.21.0}"
 npm_version="${NPM_STANDIN_VERSION:-11.6.2}"
-export CONTAINERS_CONF="${CONTAINERS_CONF:-${repo_root}/test/container/containers.conf}"
+if [ -z "${CONTAINERS_CONF:-}" ]; then
+  CONTAINERS_CONF="$(bash "${repo_root}/scripts/containers-conf.sh")"
+fi
+export CONTAINERS_CONF
 
 for tool in podman debootstrap npm; do
   command -v "${tool}" >/dev/null 2>&1 || {

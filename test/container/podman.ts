@@ -7,7 +7,7 @@
  * A missing podman or debootstrap skips the tier with a visible reason locally and fails it under
  * CI (`inCi`).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from '../helpers/processes.js';
@@ -15,9 +15,26 @@ import { requireBinaries, type Requirement } from '../helpers/require-binaries.j
 
 const execFileAsync = promisify(execFile);
 
-/** The test-only containers.conf (ulimits this sandbox allows). */
-const CONTAINERS_CONF =
-  process.env['CONTAINERS_CONF'] ?? path.join(REPO_ROOT, 'test/container/containers.conf');
+/**
+ * The test-only containers.conf: the ulimits this sandbox allows, plus runc as the runtime on a
+ * host whose cgroups are hybrid or v1, where crun cannot create containers
+ * (scripts/containers-conf.sh decides, and says what to install when runc is missing).
+ */
+function containersConf(): string {
+  const given = process.env['CONTAINERS_CONF'];
+  if (given !== undefined && given !== '') return given;
+  try {
+    return execFileSync('bash', [path.join(REPO_ROOT, 'scripts/containers-conf.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).trim();
+  } catch (err) {
+    const stderr = (err as { stderr?: string }).stderr ?? String(err);
+    throw new Error(`scripts/containers-conf.sh failed: ${stderr.trim()}`);
+  }
+}
+
+const CONTAINERS_CONF = containersConf();
 
 /** The environment every podman / compose command of the tier runs with. */
 export const PODMAN_ENV: NodeJS.ProcessEnv = { ...process.env, CONTAINERS_CONF };

@@ -87,7 +87,7 @@ describe.skipIf(skipCli)(
       try {
         const file = path.join(dir, 'docker-compose.yml');
         const text = readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8');
-        writeFileSync(file, text.replace('condition: service_healthy', 'condition: when_ready'));
+        writeFileSync(file, text.replace('condition: service_started', 'condition: when_ready'));
         const result = spawnSync(
           cli.command,
           [...cli.args, '-f', file, '--project-directory', REPO_ROOT, 'config', '-q'],
@@ -201,7 +201,7 @@ describe('the compose wiring', () => {
 
   it('runs envoy v1.40 on the shipped envoy.yaml with 10000 published and admin 9901 on loopback', () => {
     const envoy = compose.services['envoy'];
-    expect(envoy.image).toBe('envoyproxy/envoy:v1.40-latest');
+    expect(envoy.image).toBe('docker.io/envoyproxy/envoy:v1.40-latest');
     expect(envoy.volumes).toContain('./envoy/envoy.yaml:/etc/envoy/envoy.yaml:ro');
     expect(envoy.command).toEqual(expect.arrayContaining(['-c', '/etc/envoy/envoy.yaml']));
     expect(envoy.ports).toEqual(['10000:10000', '127.0.0.1:9901:9901']);
@@ -241,13 +241,28 @@ describe('the compose wiring', () => {
     expect(compose.services['upstream'].environment).toMatchObject({ PORT: 8080 });
   });
 
-  it('starts envoy only once sluice and upstream are healthy, and every service has a health check', () => {
+  it('starts envoy after sluice and upstream without waiting on a health check runner, and every service has a health check', () => {
+    // podman without systemd runs no health checks: `service_healthy` would wait forever there.
     expect(compose.services['envoy'].depends_on).toEqual({
-      sluice: { condition: 'service_healthy' },
-      upstream: { condition: 'service_healthy' },
+      sluice: { condition: 'service_started' },
+      upstream: { condition: 'service_started' },
     });
     for (const [name, service] of Object.entries(compose.services)) {
       expect(service.healthcheck?.test, `${name} health check`).toBeDefined();
+    }
+  });
+
+  it('names every pulled image fully qualified (podman resolves no short names), in both files', () => {
+    for (const file of ['docker-compose.yml', 'docker-compose.redis.yml']) {
+      const text = readFileSync(path.join(REPO_ROOT, file), 'utf8');
+      const services = (parse(text) as { services: Record<string, any> }).services;
+      for (const [name, service] of Object.entries(services)) {
+        const image = service.image as string | undefined;
+        if (image === undefined || service.build !== undefined || image === 'sluice:local')
+          continue;
+        expect(image, `${file} ${name}`).toMatch(/^docker\.io\/[a-z0-9-]+\/[a-z0-9-]+:[\w.-]+$/);
+      }
+      expect(text, file).not.toMatch(/^\s+condition: service_healthy/m);
     }
   });
 });
@@ -282,7 +297,7 @@ describe('the Dockerfile', () => {
   });
 
   it('builds on a Node 24 base given as a build argument', () => {
-    expect(instructions[0]).toBe('ARG NODE_IMAGE=node:24-slim');
+    expect(instructions[0]).toBe('ARG NODE_IMAGE=docker.io/library/node:24-slim');
     expect(stages).toEqual(['FROM ${NODE_IMAGE} AS build', 'FROM ${NODE_IMAGE} AS runtime']);
   });
 
