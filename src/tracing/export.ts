@@ -1,5 +1,5 @@
 /**
- * The bounds around the OpenTelemetry export (docs/operations-tracing.md, "Bounds"): a cap on the
+ * The bounds around the OpenTelemetry export (docs/operations-tracing.md, "Bounds and failures"): a cap on the
  * spans held between their end and their export's answer, the in-flight export included, with
  * what is past it dropped and counted; and a log of failing exports that says so once, not once
  * per export.
@@ -86,33 +86,32 @@ export function boundExport(options: BoundExportOptions): SpanProcessor {
 }
 
 /**
- * The log of export results: a warning when exports start failing (naming the endpoint and the
- * error), at most one per {@link FAILURE_WARNING_INTERVAL_MS}; once a warned failure ends, one
- * line saying exports work again, with how many failed meanwhile.
+ * The log of export results: a warning when exports fail (naming the endpoint and the error), one
+ * per failure however many exports fail in it, and at most one per
+ * {@link FAILURE_WARNING_INTERVAL_MS} (a failure that starts sooner after the last warning is
+ * warned about once that time has passed, if it lasts); once a warned failure ends, one line
+ * saying exports work again, with how many failed meanwhile.
  */
 function failureReporter(options: BoundExportOptions): (ok: boolean, result: ExportResult) => void {
   const { logger, endpoint, now } = options;
-  let failing = false;
   // Whether the failure in progress was warned about (then its end is logged too).
   let warned = false;
   let lastWarningAt = -Infinity;
   let failedExports = 0;
   return (ok, result) => {
     if (ok) {
-      if (failing && warned) {
+      if (warned) {
         logger.info(
           { endpoint, failedExports },
           `tracing export works again (${endpoint}); spans of the failed exports were dropped`,
         );
       }
-      failing = false;
       warned = false;
       failedExports = 0;
       return;
     }
     failedExports++;
-    if (failing) return;
-    failing = true;
+    if (warned) return;
     const at = now();
     if (at - lastWarningAt < FAILURE_WARNING_INTERVAL_MS) return;
     lastWarningAt = at;

@@ -92,8 +92,6 @@ export interface TracingOptions {
   readonly metrics?: TracingMetricsSink | undefined;
   /** Current time in ms, for the rate of failure warnings (default `Date.now`). */
   readonly now?: (() => number) | undefined;
-  /** The environment the exporter reads `OTEL_EXPORTER_OTLP_*` from (default `process.env`). */
-  readonly env?: Readonly<Record<string, string | undefined>> | undefined;
 }
 
 /** The gRPC service and method names spans carry (the reference's otelgrpc server span). */
@@ -186,7 +184,7 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     settings.protocol === 'grpc'
       ? new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
       : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
-  const endpoint = otlpEndpoint(settings.protocol, options.env ?? process.env);
+  const endpoint = otlpEndpoint(settings.protocol, process.env);
   const instanceId = settings.serviceInstanceId ?? randomUUID();
   const provider = new sdk.TracerProvider({
     resource: resources.resourceFromAttributes({

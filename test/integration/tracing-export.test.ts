@@ -264,5 +264,19 @@ describe('export failures and the start line', () => {
     await call(tracing, request('traced', ['k']));
     await tracing.flush();
     expect(warnings()).toHaveLength(2);
+    // A failure that began too soon after a warning is warned about once it lasts past the
+    // minute: silence never hides a failure that goes on.
+    receiver.status = 200;
+    await call(tracing, request('traced', ['k']));
+    await tracing.flush();
+    receiver.status = 500;
+    now += 10_000;
+    await call(tracing, request('traced', ['k']));
+    await tracing.flush();
+    expect(warnings()).toHaveLength(2);
+    now += 50_000;
+    await call(tracing, request('traced', ['k']));
+    await tracing.flush();
+    expect(warnings()).toHaveLength(3);
   });
 });
