@@ -1,4 +1,5 @@
 import dgram from 'node:dgram';
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
 import { createMetrics, sanitizeStatName } from '../../src/metrics/metrics.js';
@@ -6,9 +7,11 @@ import {
   compileGoPattern,
   formatLine,
   mogrify,
+  safeStatsKey,
   tagSuffix,
   type Mogrifier,
 } from '../../src/metrics/statsd-format.js';
+import { propertyRuns } from '../helpers/property-budget.js';
 import {
   collectLines,
   createLatencyReservoir,
@@ -255,6 +258,35 @@ describe('bytes a client controls (issue 31, item 2)', () => {
       for (const line of lines) expect(line, line).not.toContain('|#');
     }
   });
+
+  it('any key: one line per counter, its own name, no tag but EXTRA_TAGS (property)', () => {
+    // Values drawn from every code point, and from the characters the formats give a meaning.
+    const special = fc.constantFrom(...'\n\r\t\u0000\u0085\u2028\u2029:|@#,[]=._ '.split(''));
+    const value = fc.string({
+      unit: fc.oneof(special, fc.string({ unit: 'binary', minLength: 1, maxLength: 1 })),
+      maxLength: 40,
+    });
+    fc.assert(
+      fc.property(value, (v) => {
+        // As collectLines writes a per-rule counter.
+        const key = safeStatsKey(sanitizeStatName(`edge.user_${v}`));
+        for (const field of fields) {
+          const name = `ratelimit.service.rate_limit.${key}.${field}.__env=prod`;
+          const line = formatLine(name, 7, 'c', 1, undefined);
+          expect(line, line).toMatch(/^[^\p{Cc}\p{Zl}\p{Zp}:|@#,[\]]+:7\|c$/u);
+          expect(line.indexOf('.__'), line).toBe(
+            line.indexOf(`.${field}.__env=prod:`) + field.length + 1,
+          );
+          const dog = formatLine(name, 7, 'c', 1, { mogrifiers: [rlMogrifier] });
+          expect(dog, dog).toMatch(
+            /^ratelimit\.service\.rate_limit\.[a-z_]+:7\|c\|#env:prod,domain:edge,descriptor:[^,|\p{Cc}]*,missing:\$9$/u,
+          );
+          expect(dog.startsWith(`ratelimit.service.rate_limit.${field}:`), dog).toBe(true);
+        }
+      }),
+      { seed: 31, numRuns: propertyRuns(500) },
+    );
+  }, 60_000);
 
   it('EXTRA_TAGS and mogrifier output cannot break a line either', () => {
     expect(tagSuffix([{ key: 'a\nb,c#d', value: 'x\ny,z|w' }])).not.toMatch(/[\n,#|]/);
