@@ -189,6 +189,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       : await createTracing({
           settings: settings.tracing,
           logger: logger.child({ module: 'tracing' }),
+          metrics: metrics.tracing,
         });
   const limiter = createLimiter({
     store:

@@ -77,6 +77,19 @@ export interface TlsMetricsSink {
   serving(serialNumber: string, notAfterMs: number): void;
 }
 
+/** Why finished spans were not exported (`sluice_tracing_spans_dropped_total{reason}`). */
+export type SpanDropReason =
+  /** The export queue held its most spans (exports slower than spans end, or hanging). */
+  | 'queue_full'
+  /** The collector refused their export, or did not answer in time. */
+  | 'export_failed';
+
+/** What tracing reports (docs/operations-tracing.md). None of the methods may throw. */
+export interface TracingMetricsSink {
+  /** `count` finished, sampled spans were dropped for `reason`. */
+  spansDropped(reason: SpanDropReason, count: number): void;
+}
+
 /** Why a connection, call or request was refused (`sluice_transport_refusals_total{reason}`). */
 export type RefusalReason =
   /** `GRPC_MAX_CONNECTIONS` connections were open: a new one was closed at accept. */
@@ -174,6 +187,8 @@ export interface Metrics {
   readonly tls: TlsMetricsSink;
   /** The sink the transports report refusals to (docs/operations.md, "Limits"). */
   readonly transport: TransportMetricsSink;
+  /** The sink tracing reports dropped spans to (docs/operations-tracing.md). */
+  readonly tracing: TracingMetricsSink;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
   /**
@@ -237,6 +252,7 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_tls_certificate_expiry_timestamp_seconds',
   'sluice_transport_refusals_total',
   'sluice_request_buffer_bytes',
+  'sluice_tracing_spans_dropped_total',
 ];
 
 /** The labels of a stats key as the reference's default Prometheus mapping derives them. */
@@ -586,10 +602,27 @@ export function createMetrics(options: MetricsOptions): Metrics {
   };
   // ---- end of transport limits ----
 
+  const spansDropped: Record<SpanDropReason, number> = { queue_full: 0, export_failed: 0 };
+  new Counter({
+    name: 'sluice_tracing_spans_dropped_total',
+    help: 'Finished spans not exported, by reason: queue_full (the export queue was full), export_failed (the collector refused them or did not answer)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, count] of Object.entries(spansDropped)) this.inc({ reason }, count);
+    },
+  });
+
   return {
     registry,
     service,
     transport,
+    tracing: {
+      spansDropped(reason, count) {
+        spansDropped[reason] += count;
+      },
+    },
     tls: {
       reload(result) {
         tlsReloads[result]++;

@@ -14,13 +14,41 @@ export interface Tag {
 }
 
 /**
+ * What may not stand in a stats key: control characters (a newline starts a new line; Unicode's
+ * line and paragraph separators too, for readers that split on them), the line's
+ * own separators `:` and `|`, the sample rate's `@`, and the characters that open tags in the name
+ * formats statsd_exporter reads besides DogStatsD's (`#` Librato, `,` InfluxDB, `[...]` SignalFx).
+ */
+const UNSAFE_IN_KEY = /[\p{Cc}\p{Zl}\p{Zp}:|@#,[\]]/gu;
+
+/** gostats' tag marker: a dot and two or more underscores (`.__key=value`). */
+const TAG_MARKER = /\.__+/g;
+
+/**
+ * A stats key (which holds request values for `detailed_metric`, `value_to_metric` and overrides)
+ * made safe to stand inside a statsd or DogStatsD name: {@link UNSAFE_IN_KEY} characters become
+ * `_`, and a dot followed by underscores becomes `._`, so that no value can start a line, a field
+ * or a tag (the reference's own sanitising, `:` and `|` only, is applied before this).
+ */
+export function safeStatsKey(key: string): string {
+  return key.replace(UNSAFE_IN_KEY, '_').replace(TAG_MARKER, '._');
+}
+
+/** What may not stand in a gostats tag key or value: the marker's `.` and `=`, and UNSAFE_IN_KEY. */
+const UNSAFE_IN_TAG = /[\p{Cc}\p{Zl}\p{Zp}.=:|@#,[\]]/gu;
+
+/**
  * `EXTRA_TAGS` as gostats serialises them into a statsd name: pairs with an empty key or value
- * dropped, values cleaned of `.`, `:` and `|`, sorted by key, each written `.__key=value`.
+ * dropped, values cleaned of `.`, `:` and `|` (gostats' rule) and of whatever else could end the
+ * line or start another tag (keys too), sorted by key, each written `.__key=value`.
  */
 export function tagSuffix(tags: readonly Tag[]): string {
   const clean = tags
     .filter((t) => t.key !== '' && t.value !== '')
-    .map((t) => ({ key: t.key, value: t.value.replace(/[.:|]/g, '_') }))
+    .map((t) => ({
+      key: t.key.replace(UNSAFE_IN_TAG, '_'),
+      value: t.value.replace(UNSAFE_IN_TAG, '_'),
+    }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   let suffix = '';
   for (const t of clean) suffix += `.__${t.key}=${t.value}`;
@@ -90,10 +118,17 @@ export function mogrify(
 /** statsd metric types sluice sends: counter, timer (ms). */
 export type LineType = 'c' | 'ms';
 
+/** What would end a line or a field in a name: control characters, `:` and `|`. */
+const UNSAFE_IN_NAME = /[\p{Cc}\p{Zl}\p{Zp}:|]/gu;
+
+/** What would end a line, a field or a tag in a DogStatsD tag: control characters, `|` and `,`. */
+const UNSAFE_IN_DOG_TAG = /[\p{Cc}\p{Zl}\p{Zp}|,]/gu;
+
 /**
  * One line without its newline: `name:value|type`, `|@rate` when sampled (rate < 1), and for
  * DogStatsD `|#tag,tag`. `name` is the gostats-serialised name (tags inside it); DogStatsD lines
- * are mogrified first.
+ * are mogrified first. Whatever the name, the mogrifier rules and the tags hold, the result is one
+ * line with one value: the last guard after {@link safeStatsKey} and {@link tagSuffix}.
  */
 export function formatLine(
   serialized: string,
@@ -103,7 +138,11 @@ export function formatLine(
   dog: { readonly mogrifiers: readonly Mogrifier[] } | undefined,
 ): string {
   const sampled = rate < 1 ? `|@${rate}` : '';
-  if (dog === undefined) return `${serialized}:${value}|${type}${sampled}`;
+  if (dog === undefined)
+    return `${serialized.replace(UNSAFE_IN_NAME, '_')}:${value}|${type}${sampled}`;
   const { name, tags } = mogrify(serialized, dog.mogrifiers);
-  return `${name}:${value}|${type}${sampled}${tags.length > 0 ? `|#${tags.join(',')}` : ''}`;
+  let tagText = '';
+  for (const tag of tags)
+    tagText += `${tagText === '' ? '|#' : ','}${tag.replace(UNSAFE_IN_DOG_TAG, '_')}`;
+  return `${name.replace(UNSAFE_IN_NAME, '_')}:${value}|${type}${sampled}${tagText}`;
 }

@@ -14,7 +14,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { Logger } from '../logging/logger.js';
 import type { Metrics, RuleStats } from './metrics.js';
-import { formatLine, tagSuffix, type Mogrifier, type Tag } from './statsd-format.js';
+import { formatLine, safeStatsKey, tagSuffix, type Mogrifier, type Tag } from './statsd-format.js';
 
 /** Latencies of one flush interval, at most `capacity` of them, chosen uniformly (Algorithm R). */
 export interface LatencyReservoir {
@@ -136,19 +136,26 @@ export function collectLines(
 ): { lines: string[]; commit: () => void } {
   const lines: string[] = [];
   const updates: [string, number][] = [];
-  const counter = (name: string, value: number): void => {
-    const delta = value - (sent.get(name) ?? 0);
+  // `sent` is keyed by the unsanitised name: two keys that sanitise alike still count apart.
+  const counter = (id: string, name: string, value: number): void => {
+    const delta = value - (sent.get(id) ?? 0);
     if (delta <= 0) return;
     lines.push(formatLine(name + suffix, delta, 'c', 1, dog));
-    updates.push([name, value]);
+    updates.push([id, value]);
   };
   const rules: Iterable<RuleStats> = metrics.rules();
   for (const stats of rules) {
+    // Request values are in the key: made safe for the line format once per key and flush, and
+    // only for keys that grew.
+    let safeKey: string | undefined;
     for (const [stat, field] of RULE_FIELDS) {
-      counter(`ratelimit.service.rate_limit.${stats.key}.${stat}`, stats[field]);
+      const id = `${stats.key}\n${stat}`;
+      if (stats[field] <= (sent.get(id) ?? 0)) continue;
+      safeKey ??= safeStatsKey(stats.key);
+      counter(id, `ratelimit.service.rate_limit.${safeKey}.${stat}`, stats[field]);
     }
   }
-  for (const [name, read] of SERVICE_STATS) counter(name, read(metrics));
+  for (const [name, read] of SERVICE_STATS) counter(name, name, read(metrics));
   const rate = latencies.rate;
   for (const seconds of latencies.samples) {
     const ms = Number((seconds * 1000).toFixed(3));

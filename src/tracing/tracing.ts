@@ -4,7 +4,9 @@
  * header, baggage), a server span per ShouldRateLimit call, under it "ShouldRateLimit Execution"
  * (attributes `domain`, `request string`) and, with Redis, "Redis Pipeline Execution" around the
  * store call (`pipeline length`, `perSecondPipeline length`). Spans leave in batches over OTLP
- * (http or grpc, `OTEL_EXPORTER_OTLP_*`).
+ * (HTTP with protobuf bodies, or gRPC; `OTEL_EXPORTER_OTLP_*`), within bounds: attribute values
+ * of at most {@link MAX_ATTRIBUTE_LENGTH} characters, at most {@link MAX_HELD_SPANS} spans
+ * waiting for export (export.ts).
  *
  * The OpenTelemetry SDK is imported only by {@link createTracing}, so with tracing off nothing of
  * it is loaded and callers hold `undefined` instead of a Tracing: no work per call.
@@ -13,8 +15,26 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Context, TextMapGetter } from '@opentelemetry/api';
 import type { Logger } from '../logging/logger.js';
+import type { TracingMetricsSink } from '../metrics/metrics.js';
 import type { RateLimitRequest } from '../model.js';
 import type { CounterSpec, CounterStore } from '../stores/counter-store.js';
+import { boundExport } from './export.js';
+
+/**
+ * Longest attribute value (and status message) a span carries, in characters; longer ones are
+ * cut. The `request string` holds request values (up to 4096 characters each, many per call),
+ * and every span is held in memory until its export answers.
+ */
+export const MAX_ATTRIBUTE_LENGTH = 2048;
+
+/**
+ * Most spans held between their end and their export's answer (the OpenTelemetry default queue
+ * size); past it new spans are dropped and counted (`sluice_tracing_spans_dropped_total`).
+ */
+export const MAX_HELD_SPANS = 2048;
+
+/** Spans per export request (the OpenTelemetry default). */
+const EXPORT_BATCH_SPANS = 512;
 
 /**
  * The request metadata a transport hands over (lower-case names): node:http2 headers or
@@ -39,6 +59,8 @@ export interface Tracing {
    * (`REDIS_PERSECOND`), which the span's `perSecondPipeline length` counts apart.
    */
   traceStore(store: CounterStore, perSecond: boolean): CounterStore;
+  /** Export what is pending now; resolves (never rejects) when the export answered or failed. */
+  flush(): Promise<void>;
   /** Export what is pending and stop (at most `timeoutMs`). */
   shutdown(timeoutMs: number): Promise<void>;
 }
@@ -66,18 +88,30 @@ export interface TracingOptions {
   readonly settings: TracingSettings;
   /** Module logger. */
   readonly logger: Logger;
+  /** Where dropped spans are counted; `undefined`: not counted. */
+  readonly metrics?: TracingMetricsSink | undefined;
+  /** Current time in ms, for the rate of failure warnings (default `Date.now`). */
+  readonly now?: (() => number) | undefined;
 }
 
 /** The gRPC service and method names spans carry (the reference's otelgrpc server span). */
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 
-/** The request as the reference's `request.String()` prints it (protobuf text format). */
+/**
+ * The request as the reference's `request.String()` prints it (protobuf text format), cut at
+ * {@link MAX_ATTRIBUTE_LENGTH} characters (ending `...` when cut); building stops there, so a
+ * large request costs no more than a small one.
+ */
 function requestString(request: RateLimitRequest): string {
   const q = (s: string): string => JSON.stringify(s);
   let out = `domain:${q(request.domain)}`;
   for (const d of request.descriptors) {
+    if (out.length > MAX_ATTRIBUTE_LENGTH) break;
     out += ' descriptors:{';
-    out += d.entries.map((e) => `entries:{key:${q(e.key)} value:${q(e.value)}}`).join(' ');
+    for (let i = 0; i < d.entries.length && out.length <= MAX_ATTRIBUTE_LENGTH; i++) {
+      const e = d.entries[i]!;
+      out += `${i > 0 ? ' ' : ''}entries:{key:${q(e.key)} value:${q(e.value)}}`;
+    }
     if (d.limit !== undefined) {
       out += ` limit:{requests_per_unit:${d.limit.requestsPerUnit} unit:${d.limit.unit ?? 'UNKNOWN'}}`;
     }
@@ -85,7 +119,36 @@ function requestString(request: RateLimitRequest): string {
     out += '}';
   }
   if (request.hitsAddend !== 0) out += ` hits_addend:${request.hitsAddend}`;
-  return out;
+  return cut(out);
+}
+
+/** `text` cut to {@link MAX_ATTRIBUTE_LENGTH} characters, ending `...` when it was longer. */
+function cut(text: string): string {
+  return text.length <= MAX_ATTRIBUTE_LENGTH
+    ? text
+    : `${text.slice(0, MAX_ATTRIBUTE_LENGTH - 3)}...`;
+}
+
+/**
+ * Where the OTLP exporter sends spans, by the rules it reads `OTEL_EXPORTER_OTLP_*` with (the
+ * OpenTelemetry specification's): the traces endpoint as given; else the general endpoint, with
+ * `/v1/traces` added for HTTP; else the default (`http://localhost:4318/v1/traces`, gRPC
+ * `http://localhost:4317`). For the log: the exporter itself reads the same variables.
+ */
+export function otlpEndpoint(
+  protocol: 'http' | 'grpc',
+  env: Readonly<Record<string, string | undefined>>,
+): string {
+  const given = (name: string): string | undefined => {
+    const value = env[name]?.trim();
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const traces = given('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const general = given('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (protocol === 'grpc') return traces ?? general ?? 'http://localhost:4317';
+  if (traces !== undefined) return traces;
+  if (general !== undefined) return `${general}${general.endsWith('/') ? '' : '/'}v1/traces`;
+  return 'http://localhost:4318/v1/traces';
 }
 
 /** Read string, string[] (first value) or Buffer-free metadata values. */
@@ -116,10 +179,12 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     import('@opentelemetry/resources'),
     import('@opentelemetry/sdk-trace'),
   ]);
+  // OTLP/HTTP with protobuf bodies, as the reference's otlptracehttp exporter sends them.
   const exporter =
     settings.protocol === 'grpc'
       ? new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
-      : new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
+      : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
+  const endpoint = otlpEndpoint(settings.protocol, process.env);
   const instanceId = settings.serviceInstanceId ?? randomUUID();
   const provider = new sdk.TracerProvider({
     resource: resources.resourceFromAttributes({
@@ -130,7 +195,25 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     sampler: new sdk.ParentBasedSampler({
       root: new sdk.TraceIdRatioBasedSampler(settings.samplingRate),
     }),
-    spanProcessors: [new sdk.BatchSpanProcessor({ exporter })],
+    spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_LENGTH },
+    spanProcessors: [
+      boundExport({
+        exporter,
+        batch: (bounded) =>
+          new sdk.BatchSpanProcessor({
+            exporter: bounded,
+            maxQueueSize: MAX_HELD_SPANS,
+            maxExportBatchSize: EXPORT_BATCH_SPANS,
+          }),
+        maxHeldSpans: MAX_HELD_SPANS,
+        sampledFlag: api.TraceFlags.SAMPLED,
+        successCode: core.ExportResultCode.SUCCESS,
+        endpoint,
+        logger,
+        metrics: options.metrics,
+        now: options.now ?? Date.now,
+      }),
+    ],
   });
   const propagator = new core.CompositePropagator({
     propagators: [
@@ -149,6 +232,7 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
   logger.info(
     {
       protocol: settings.protocol,
+      endpoint,
       serviceName: settings.serviceName,
       serviceNamespace: settings.serviceNamespace,
       serviceInstanceId: instanceId,
@@ -161,7 +245,7 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     return (err: unknown) => {
       span.setStatus({
         code: SpanStatusCode.ERROR,
-        message: err instanceof Error ? err.message : String(err),
+        message: cut(err instanceof Error ? err.message : String(err)),
       });
     };
   };
@@ -249,6 +333,10 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
         healthy: () => store.healthy(),
         close: () => store.close(),
       };
+    },
+    async flush() {
+      // A failed export is logged and counted by boundExport; the caller has nothing to add.
+      await provider.forceFlush().catch(() => undefined);
     },
     async shutdown(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;

@@ -26,6 +26,9 @@ descriptors:
     descriptors:
       - key: method
         rate_limit: { unit: hour, requests_per_unit: 10 }
+  - key: user
+    detailed_metric: true
+    rate_limit: { unit: hour, requests_per_unit: 100 }
 `;
 
 /** Five calls of two descriptors (the third limit of 3 reached on the fourth), one invalid. */
@@ -177,6 +180,59 @@ describe.skipIf(exporterNeed.skip)('statsd into a real statsd_exporter', () => {
       1,
     );
     expect(lines.some((l) => l['msg'] === 'statsd reachable again')).toBe(true);
+  });
+
+  it('lets no request value add a line, a series or a tag (issue 31, item 2)', async () => {
+    const exporter = await startStatsdExporter(group, MAPPING);
+    const { app, grpcPort } = await start({
+      USE_STATSD: 'true',
+      STATSD_HOST: '127.0.0.1',
+      STATSD_PORT: String(exporter.statsdPort),
+      STATS_FLUSH_INTERVAL: '1h',
+    });
+    // detailed_metric puts the value in the statsd name. The first would start a line naming a
+    // series of the caller's choice; the others carry tag syntax statsd_exporter reads (Librato
+    // `#`, InfluxDB `,`, SignalFx `[...]`, DogStatsD `|#`) or gostats' `.__k=v`; each stays within
+    // three name parts once made safe, so the mapping counts it under domain "telemetry".
+    const injected = 'a\nratelimit.service.rate_limit.evil.x';
+    const values = [
+      'b#domain=evil',
+      'c,domain=evil',
+      'd[domain=evil]',
+      'e|#domain:evil',
+      'f.__domain=evil',
+      'g@0.01',
+    ];
+    const client = createEnvoyRlsClient(`127.0.0.1:${grpcPort}`);
+    try {
+      for (const value of [injected, ...values]) {
+        await client.shouldRateLimit(rlsRequest('telemetry', [{ user: value }]));
+      }
+    } finally {
+      client.close();
+    }
+    await app.close();
+    let samples = new Map<string, number>();
+    const userHits = () =>
+      [...samples]
+        .filter(([name]) =>
+          name.startsWith('ratelimit_service_rate_limit_total_hits{domain="telemetry",key1="user_'),
+        )
+        .reduce((sum, [, value]) => sum + value, 0);
+    await waitFor(
+      'the per-user counters in statsd_exporter',
+      async () => {
+        samples = await exporter.samples();
+        return userHits() >= values.length;
+      },
+      { timeoutMs: 10_000, onTimeout: () => JSON.stringify(Object.fromEntries(samples), null, 2) },
+    );
+    const names = [...samples.keys()];
+    expect(names.filter((n) => n.includes('evil') && !n.includes('domain="telemetry"'))).toEqual(
+      [],
+    );
+    expect(names.filter((n) => /domain="(?!telemetry")/.test(n))).toEqual([]);
+    expect(userHits()).toBe(values.length);
   });
 
   it.skipIf(REFERENCE_BIN === undefined)(
