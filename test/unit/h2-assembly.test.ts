@@ -190,7 +190,11 @@ describe('messages from DATA', () => {
       for (let j = i; j <= data.length; j++) {
         const h = harness();
         const stream = open(h, unary(h));
-        feed(stream, data, [i, j]);
+        feed(stream, data, [i, j], false);
+        // Whole, but not handled before the request ends; its bytes stay counted till then.
+        expect(h.received).toEqual([]);
+        expect(h.budget.heldBytes).toBeGreaterThanOrEqual(STREAM_OVERHEAD_BYTES + message.length);
+        stream.emit('end');
         expect(h.received, `cut at ${i} and ${j}`).toEqual([message]);
         expect(stream.status()).toEqual({ code: GrpcStatus.OK, message: undefined });
         expect(Buffer.concat(stream.written)).toEqual(data);
@@ -223,10 +227,28 @@ describe('messages from DATA', () => {
       const stream = open(h, bidi(h));
       feed(stream, data, [i], false);
       expect(h.received).toEqual(messages);
+      // Handled messages are dropped: the open call holds only its overhead.
+      expect(h.budget.heldBytes).toBe(STREAM_OVERHEAD_BYTES);
       stream.emit('end');
       expect(stream.status()).toEqual({ code: GrpcStatus.OK, message: undefined });
       expect(h.budget.heldBytes).toBe(0);
     }
+  });
+
+  it('a unary message in one DATA frame is counted until the request ends', () => {
+    const message = bytes(100);
+    let h = harness();
+    let stream = open(h, unary(h));
+    stream.emit('data', framed(message));
+    expect(h.budget.heldBytes).toBe(STREAM_OVERHEAD_BYTES + 100);
+    stream.emit('end');
+    expect(h.received).toEqual([message]);
+    expect(h.budget.heldBytes).toBe(0);
+    h = harness({ budgetBytes: STREAM_OVERHEAD_BYTES + 99 });
+    stream = open(h, unary(h));
+    stream.emit('data', framed(message));
+    expect(stream.status()?.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
+    expect(h.refused).toEqual(['total_buffer']);
   });
 
   it('a unary call with no message, or with two, is refused UNIMPLEMENTED', () => {
@@ -473,6 +495,8 @@ describe('a client that does not read the answers', () => {
     // The stash held the second message whole: handled, and the handler paused again.
     expect(h.received).toEqual([messages[0], messages[1]]);
     expect(stream.paused).toBe(true);
+    // Counted: the overhead and the new stash (the third message's 35 bytes), not the old one.
+    expect(h.budget.heldBytes).toBe(STREAM_OVERHEAD_BYTES + 35);
     stream.writableNeedDrain = false;
     stream.emit('drain');
     // What is left is part of the third message: the end inside it is a failure.
