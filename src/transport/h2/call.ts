@@ -9,8 +9,11 @@ import type { RequestBudget } from '../limits.js';
 
 /** How a call's request messages are compressed (`grpc-encoding`). */
 export const enum Encoding {
+  /** None (no `grpc-encoding`, or `identity`): a compressed message fails the call. */
   Identity,
+  /** `gzip`. */
   Gzip,
+  /** `deflate` (zlib format). */
   Deflate,
   /** Named in `grpc-encoding` but not supported: fails the call if a message is compressed. */
   Unsupported,
