@@ -48,6 +48,7 @@ function server(
     health?: HealthSignal;
     reflection?: ReflectionHandler;
     serving?: () => boolean;
+    traceHeaders?: boolean;
   } = {},
 ): Server {
   const budget = createRequestBudget(1_048_576);
@@ -57,7 +58,7 @@ function server(
     budget,
     metrics: { refused() {} },
     logger: LOGGER,
-    traceHeaders: false,
+    traceHeaders: options.traceHeaders ?? false,
   });
   const table = createMethodTable({
     service: options.service ?? answering(() => Promise.resolve(ALLOWED)),
@@ -159,6 +160,28 @@ describe('ShouldRateLimit', () => {
     expect(stream.status()).toEqual({ code: GrpcStatus.OK, message: undefined });
     expect(s.budget.heldBytes).toBe(0);
   });
+
+  it.each([true, false])(
+    'hands the call headers to the service only for tracing (traceHeaders %s)',
+    async (traceHeaders) => {
+      const seen: unknown[] = [];
+      const s = server({
+        traceHeaders,
+        service: {
+          shouldRateLimit(_request, headers) {
+            seen.push(headers);
+            return Promise.resolve(ALLOWED);
+          },
+        },
+      });
+      const headers = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' };
+      const stream = s.call(METHOD_PATHS.shouldRateLimit, rlsRequest('edge'), { headers });
+      await vi.waitFor(() => expect(stream.status()).toBeDefined());
+      expect(seen).toEqual([
+        traceHeaders ? { ':path': METHOD_PATHS.shouldRateLimit, ...headers } : undefined,
+      ]);
+    },
+  );
 
   it('a request that does not decode is INVALID_ARGUMENT, and the service is not called', () => {
     let calls = 0;
