@@ -12,8 +12,6 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
-import type { HealthSignal } from '../../service/health.js';
-import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { GRPC_STATUS_BY_CODE, toCallError, unmarshalErrorText } from '../status.js';
 import type { ServerTls } from '../tls.js';
 import {
@@ -22,47 +20,13 @@ import {
   NO_TRANSPORT_METRICS,
   createRequestBudget,
   type GrpcConnectionSettings,
-  type GrpcLimits,
-  type RequestBudget,
 } from '../limits.js';
-import type { TransportMetricsSink } from '../../metrics/metrics.js';
 import { createGuard } from './guard.js';
 import { findInvalidUtf8, requestFromWire, responseToWire } from './mapping.js';
 import { loadRlsPackage, rlsServiceDefinition } from './proto.js';
-import { RLS_SERVICE_NAME, type ServiceServer } from '../rpc.js';
+import { RLS_SERVICE_NAME, type ServiceServer, type ServiceServerOptions } from '../rpc.js';
+import { GRPC_ADDRESS_SETTINGS, listenFailure } from '../listen.js';
 import { reflectionPackageDefinition } from './reflection.js';
-
-/** Options for {@link createGrpcServer}. */
-export interface GrpcServerOptions {
-  /** The service to expose. */
-  readonly service: RateLimitService;
-  /** Module logger. */
-  readonly logger: Logger;
-  /** Largest accepted request message, bytes. */
-  readonly maxReceiveMessageBytes: number;
-  /**
-   * The health `grpc.health.v1.Health` follows once listening (the same signal as HTTP
-   * `/healthcheck`); `undefined`: SERVING from listen to close.
-   */
-  readonly health?: HealthSignal;
-  /**
-   * Serve TLS with this material, applying each reload to new connections; with a client CA,
-   * clients must present a certificate it verifies, and with `GRPC_CLIENT_TLS_SAN` every call of
-   * a client whose certificate lacks the SAN is answered UNAUTHENTICATED
-   * (docs/operations-tls.md). `undefined` serves plaintext.
-   */
-  readonly tls?: ServerTls | undefined;
-  /** Keepalive, idle and age limits (docs/grpc-server.md); `undefined`: grpc-js's defaults. */
-  readonly connections?: GrpcConnectionSettings | undefined;
-  /** Hand each call's metadata to the service (tracing reads the caller's trace from it). */
-  readonly traceHeaders?: boolean;
-  /** Connections, streams, bytes and time a client may hold (default {@link DEFAULT_GRPC_LIMITS}). */
-  readonly limits?: GrpcLimits | undefined;
-  /** The process-wide budget of unfinished requests' bytes, shared with the HTTP server. */
-  readonly budget?: RequestBudget | undefined;
-  /** Where refusals are counted (default: nowhere). */
-  readonly metrics?: TransportMetricsSink | undefined;
-}
 
 /**
  * grpc-js channel options for `connections`; a limit of 0 (never) is left out, since grpc-js
@@ -85,7 +49,7 @@ export function connectionOptions(
 }
 
 /** Create the server (not yet listening). */
-export function createGrpcServer(options: GrpcServerOptions): ServiceServer {
+export function createGrpcServer(options: ServiceServerOptions): ServiceServer {
   const { service, logger, maxReceiveMessageBytes } = options;
   const traceHeaders = options.traceHeaders === true;
   const pkg = loadRlsPackage();
@@ -167,15 +131,7 @@ export function createGrpcServer(options: GrpcServerOptions): ServiceServer {
       return new Promise((resolve, reject) => {
         server.bindAsync(formatAddress(host, port), credentials.value, (err, boundPort) => {
           if (err) {
-            reject(
-              new SluiceError(
-                'INVALID_SETTINGS',
-                `cannot listen on ${host}:${port} (set GRPC_HOST/GRPC_PORT or --grpc-host/--grpc-port): ${err.message}`,
-                {
-                  cause: err,
-                },
-              ),
-            );
+            reject(listenFailure(host, port, err, GRPC_ADDRESS_SETTINGS));
             return;
           }
           try {

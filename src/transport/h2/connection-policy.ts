@@ -4,45 +4,31 @@
  * setting, the connection bound) and, per connection, checks the client certificate's SAN
  * (`GRPC_CLIENT_TLS_SAN`), sends keepalive PINGs, and closes with a graceful GOAWAY at the
  * maximum age or idle time (docs/grpc-server.md, docs/operations-tls.md). Calls, streams and
- * their byte budgets are the server's (./server.ts).
+ * their byte budgets are the assembly's (./assembly.ts).
  */
 import http2 from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from '../../logging/logger.js';
 import type { TransportMetricsSink } from '../../metrics/metrics.js';
-import type { GrpcLimits } from '../limits.js';
+import type { GrpcConnectionSettings, GrpcLimits } from '../limits.js';
 import type { ServerTls } from '../tls.js';
 
-/**
- * How long a connection lives and how it is secured: the options the lean server passes through
- * to its connection policy unchanged.
- */
-export interface ConnectionLifetimeOptions {
-  /** Send a keepalive PING after this long without one, ms (default 2 hours; 0 = never). */
-  readonly keepaliveTimeMs?: number | undefined;
-  /** Close a connection whose keepalive PING is not answered within this, ms (default 20 s). */
-  readonly keepaliveTimeoutMs?: number | undefined;
+/** Options for {@link createConnectionPolicy}. */
+export interface ConnectionPolicyOptions {
+  /** Module logger. */
+  readonly logger: Logger;
   /**
-   * Close (GOAWAY) a connection that carried no frames for this long, ms (default 0 = never, as
-   * envoyproxy/ratelimit).
+   * Keepalive PINGs, idle and age limits, ms, 0 = never; `undefined`: the defaults (a PING after
+   * 2 h unanswered for 20 s closes the connection; no idle limit, as envoyproxy/ratelimit; GOAWAY
+   * after 24 h, then whatever is open is cancelled after 1 h, as the reference).
    */
-  readonly idleTimeoutMs?: number | undefined;
-  /** Close (GOAWAY) a connection this long after it opened, ms (default 24 h, as the reference). */
-  readonly maxConnectionAgeMs?: number | undefined;
-  /** Then cancel what is still open on it after this, ms (default 1 h, as the reference). */
-  readonly maxConnectionAgeGraceMs?: number | undefined;
+  readonly connections: GrpcConnectionSettings | undefined;
   /**
    * Serve TLS (ALPN `h2`) with this material, applying each reload to new connections, asking
    * for client certificates when it has a client CA and closing connections whose certificate
    * lacks the required SAN (docs/operations-tls.md); `undefined` serves plaintext HTTP/2.
    */
-  readonly tls?: ServerTls | undefined;
-}
-
-/** Options for {@link createConnectionPolicy}. */
-export interface ConnectionPolicyOptions extends ConnectionLifetimeOptions {
-  /** Module logger. */
-  readonly logger: Logger;
+  readonly tls: ServerTls | undefined;
   /** The connection and concurrent-stream bounds. */
   readonly limits: GrpcLimits;
   /** Where connections refused by the bound are counted. */
@@ -83,12 +69,12 @@ const MAX_SESSION_MEMORY_MB = 64;
 
 /** Create the server and the policy its connections follow. */
 export function createConnectionPolicy(options: ConnectionPolicyOptions): ConnectionPolicy {
-  const { logger, tls, limits, metrics } = options;
-  const keepaliveTimeMs = options.keepaliveTimeMs ?? 2 * 3_600_000;
-  const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
-  const idleTimeoutMs = options.idleTimeoutMs ?? 0;
-  const maxConnectionAgeMs = options.maxConnectionAgeMs ?? 24 * 3_600_000;
-  const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs ?? 3_600_000;
+  const { logger, tls, limits, metrics, connections } = options;
+  const keepaliveTimeMs = connections?.keepaliveTimeMs ?? 2 * 3_600_000;
+  const keepaliveTimeoutMs = connections?.keepaliveTimeoutMs ?? 20_000;
+  const idleTimeoutMs = connections?.maxConnectionIdleMs ?? 0;
+  const maxConnectionAgeMs = connections?.maxConnectionAgeMs ?? 24 * 3_600_000;
+  const maxConnectionAgeGraceMs = connections?.maxConnectionAgeGraceMs ?? 3_600_000;
 
   const maxSessionMemory = MAX_SESSION_MEMORY_MB;
   const settings: http2.Settings = { maxConcurrentStreams: limits.maxConcurrentStreams };

@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events';
 import type * as grpc from '@grpc/grpc-js';
 import type * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import type { ReflectionHandler } from './server.js';
+import type { ReflectionHandler } from './methods.js';
 
 /** One registered bidi method: its codec and its handler. */
 interface Registered {

@@ -4,7 +4,6 @@
  * Both are plain `node:http` servers over the same RateLimitService the gRPC transport calls.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Socket } from 'node:net';
 import { SluiceError } from '../../errors.js';
 import { createLogLimiter, truncateForLog } from '../../logging/limited.js';
@@ -20,6 +19,7 @@ import {
   type RequestBudget,
 } from '../limits.js';
 import type { TransportMetricsSink } from '../../metrics/metrics.js';
+import { listenOn } from '../listen.js';
 import { requestFromJson, responseToJson } from './json.js';
 
 /** A listening HTTP server. */
@@ -161,24 +161,7 @@ export function createRouter(
   });
   return {
     listen(host, port) {
-      return new Promise((resolve, reject) => {
-        const onError = (err: Error): void => {
-          reject(
-            new SluiceError(
-              'INVALID_SETTINGS',
-              `cannot listen on ${host}:${port}: ${err.message}`,
-              {
-                cause: err,
-              },
-            ),
-          );
-        };
-        server.once('error', onError);
-        server.listen(port, host, () => {
-          server.off('error', onError);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
+      return listenOn(server, host, port);
     },
     close(graceMs) {
       return new Promise((resolve) => {
