@@ -2,14 +2,17 @@
  * `npm start` builds only when it must (scripts/build-if-stale.mjs): a fresh clone (no dist/) and
  * any edit under src/ or proto/ build first; an unchanged checkout starts without compiling.
  * Run on a throwaway project whose `build` script only records that it ran, and on this repo.
+ * And `npm run build` from scratch leaves a bin that runs (`npx sluice` executes dist/main.js).
  */
 import { spawnSync } from 'node:child_process';
 import {
+  cpSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -85,4 +88,29 @@ describe('npm start: build only when dist/ is stale', () => {
     expect(run()).toEqual({ status: 0, stderr: '' });
     expect(statSync(SLUICE_MAIN).mtimeMs).toBe(before);
   });
+});
+
+describe('npm run build from scratch', () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'sluice-build-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  // A copy of what the build reads, so the clean build never touches the dist/ other tests run.
+  it('leaves dist/main.js executable: the bin runs without npx having installed it', () => {
+    for (const entry of ['src', 'proto', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
+      cpSync(path.join(REPO_ROOT, entry), path.join(root, entry), { recursive: true });
+    }
+    symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'));
+    const build = spawnSync('npm', ['run', '--silent', 'build'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    expect(build.status, `${build.stdout}${build.stderr}`).toBe(0);
+    const bin = path.join(root, 'dist', 'main.js');
+    expect((statSync(bin).mode & 0o111).toString(8)).toBe('111');
+    // Run as npx runs it: the file itself, through its #! line.
+    const version = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 30_000 });
+    expect(version.error).toBeUndefined();
+    expect(version.stdout).toMatch(/^sluice \d+\.\d+\.\d+/);
+  }, 300_000);
 });
