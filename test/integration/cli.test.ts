@@ -192,6 +192,19 @@ describe('start-up errors stop the process with one clear message', () => {
     expect(result.stderr).toMatch(/REDIS_URL must be set when BACKEND_TYPE=redis/);
   });
 
+  it('checks a setting of the store not chosen: REDIS_TIMEOUT=banana on the memory store', async () => {
+    const result = await runCli(['serve'], {
+      GRPC_PORT: String(await freePort()),
+      PORT: String(await freePort()),
+      DEBUG_PORT: String(await freePort()),
+      REDIS_TIMEOUT: 'banana',
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      'sluice: invalid settings:\n  - REDIS_TIMEOUT="banana": expected a positive duration such as 200ms, 2s or 1m30s\n',
+    );
+  });
+
   it('refuses to start on invalid rules, naming the file', async () => {
     const dir = await ruleDir({ 'x.yaml': 'domain: ""\n' });
     const result = await runCli(['serve', '--config', dir], {
