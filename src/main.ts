@@ -13,6 +13,7 @@ import { MAX_UINT32 } from './model.js';
 import { createLogger } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
+import { onShutdownSignals, REPEATED_SIGNAL, type SignalKind } from './shutdown-signals.js';
 import { SLUICE_VERSION } from './version.js';
 import {
   isWorker,
@@ -245,10 +246,14 @@ async function serve(args: string[]): Promise<number> {
 
   return new Promise<number>((resolve) => {
     let stopping = false;
-    const stop = (signal: NodeJS.Signals | 'primary'): void => {
+    const stop = (signal: NodeJS.Signals | 'primary', kind: SignalKind = 'first'): void => {
       // The primary's word after a signal of our own (Ctrl-C reaches every process) is no second
       // signal.
       if (stopping && signal === 'primary') return;
+      if (kind === 'repeat') {
+        logger.info({ signal }, REPEATED_SIGNAL);
+        return;
+      }
       if (stopping) {
         logger.warn({ signal }, 'second signal: exiting now');
         resolve(1);
@@ -264,8 +269,7 @@ async function serve(args: string[]): Promise<number> {
         },
       );
     };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
+    onShutdownSignals(stop);
     if (worker) onShutdown(() => stop('primary'));
   });
 }
