@@ -172,8 +172,10 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
       expect(await button.getAttribute('title')).toContain('DEBUG_CONSOLE_RESET_ENABLED=true');
     }
     // Shown disabled: not the accent colour of a button that acts.
-    const look = (selector: string) =>
-      page.evaluate((s) => getComputedStyle(document.querySelector(s)).backgroundColor, selector);
+    const look = (selector: string): Promise<string> =>
+      page.evaluate<string>(
+        `getComputedStyle(document.querySelector(${JSON.stringify(selector)})).backgroundColor`,
+      );
     expect(await look('#reset-submit')).not.toBe(await look('#try-form button'));
     await rowButton.click({ force: true });
     expect(await textOf(page, '#reset-result')).toBe('');
@@ -195,9 +197,8 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
     for (const chart of ['chart-ok', 'chart-over', 'chart-keys']) {
       // No SVG text: the chart's box is stretched to the panel, which shrank it to a few pixels.
       expect(await page.locator(`#${chart} text`).count()).toBe(0);
-      const size = await page.evaluate(
-        (id) => parseFloat(getComputedStyle(document.getElementById(id)).fontSize),
-        `${chart}-label`,
+      const size = await page.evaluate<number>(
+        `parseFloat(getComputedStyle(document.getElementById('${chart}-label')).fontSize)`,
       );
       expect(size).toBeGreaterThanOrEqual(11);
     }
@@ -207,17 +208,19 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
     await page.setViewportSize({ width: 420, height: 900 });
     try {
       await page.locator('#hot-busiest td.key').first().waitFor();
-      const breaks = await page.evaluate(() => {
-        const separator = /[._,=:/|\- ]/;
-        const bad: string[] = [];
+      // Browser code (the test's TypeScript has no DOM types): for each key cell, where each
+      // line after the first starts, and the character before it.
+      const breaks = await page.evaluate<{ bad: string[]; wrapped: number }>(`(() => {
+        const separator = /[._,=:/|\\- ]/;
+        const bad = [];
         let wrapped = 0;
         for (const cell of document.querySelectorAll('#hot td.key')) {
           const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-          let top: number | undefined;
+          let top;
           let before = '';
           let lines = 1;
           for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
-            const text = node.textContent ?? '';
+            const text = node.textContent;
             for (let i = 0; i < text.length; i++) {
               const range = document.createRange();
               range.setStart(node, i);
@@ -226,16 +229,16 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
               if (rect === undefined) continue;
               if (top !== undefined && rect.top > top + 2) {
                 lines++;
-                if (!separator.test(before)) bad.push(`${cell.textContent}: after "${before}"`);
+                if (!separator.test(before)) bad.push(cell.textContent + ': after "' + before + '"');
               }
               top = rect.top;
-              before = text[i]!;
+              before = text[i];
             }
           }
           if (lines > 1) wrapped++;
         }
         return { bad, wrapped };
-      });
+      })()`);
       expect(breaks.wrapped).toBeGreaterThan(0);
       expect(breaks.bad).toEqual([]);
     } finally {
