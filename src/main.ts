@@ -10,7 +10,7 @@ import { exitCodeFor, formatResponse, parseDescriptor, sendQuery } from './cli/q
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
 import { MAX_UINT32 } from './model.js';
-import { createLogger } from './logging/logger.js';
+import { createLogger, type Logger, type LogLevel } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
 import { onShutdownSignals, REPEATED_SIGNAL, type SignalKind } from './shutdown-signals.js';
@@ -234,9 +234,10 @@ async function serve(args: string[]): Promise<number> {
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
   if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
   const worker = isWorker();
+  const log = worker ? workerLogger(logger, settings.logLevel) : logger;
   const app = await createApp({
     settings,
-    logger,
+    logger: log,
     metricsRender: worker ? workerMetricsRender : undefined,
     workers: settings.workers,
     logStartup: workerNumber() === 1,
@@ -245,26 +246,26 @@ async function serve(args: string[]): Promise<number> {
   if (worker) reportReady();
 
   return new Promise<number>((resolve) => {
-    let stopping = false;
+    let stopping: NodeJS.Signals | 'primary' | undefined;
     const stop = (signal: NodeJS.Signals | 'primary', kind: SignalKind = 'first'): void => {
-      // The primary's word after a signal of our own (Ctrl-C reaches every process) is no second
-      // signal.
-      if (stopping && signal === 'primary') return;
-      if (kind === 'repeat') {
-        logger.info({ signal }, REPEATED_SIGNAL);
+      // Ctrl-C reaches every process of the group, and the primary passes its own signal on:
+      // whichever of the two a worker gets first, the other is the same request, no second signal.
+      if (stopping !== undefined && signal === 'primary') return;
+      if (kind === 'repeat' || (stopping === 'primary' && kind === 'first')) {
+        log.info({ signal }, REPEATED_SIGNAL);
         return;
       }
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting now');
+      if (stopping !== undefined) {
+        log.warn({ signal }, 'second signal: exiting now');
         resolve(1);
         return;
       }
-      stopping = true;
-      logger.info({ signal }, 'shutting down: finishing in-flight calls');
+      stopping = signal;
+      log.info({ signal }, 'shutting down: finishing in-flight calls');
       app.close().then(
         () => resolve(0),
         (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
+          log.error({ err }, 'shutdown failed');
           resolve(1);
         },
       );
@@ -272,6 +273,16 @@ async function serve(args: string[]): Promise<number> {
     onShutdownSignals(stop);
     if (worker) onShutdown(() => stop('primary'));
   });
+}
+
+/**
+ * A worker's logger: every line names its worker, and worker 1 alone speaks for the service at
+ * info (its start-up, reloads and store state are every worker's too); the others write warnings
+ * and errors, and everything at debug or trace.
+ */
+function workerLogger(logger: Logger, level: LogLevel): Logger {
+  const n = workerNumber();
+  return logger.child({ worker: n }, n > 1 && level === 'info' ? { level: 'warn' } : {});
 }
 
 function version(args: string[]): number {
