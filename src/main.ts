@@ -14,7 +14,7 @@ import { createLogger, type Logger, type LogLevel } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
 import { onShutdownSignals, REPEATED_SIGNAL, type SignalKind } from './shutdown-signals.js';
-import { SLUICE_VERSION } from './version.js';
+import { nodeSupported, SLUICE_VERSION, SUPPORTED_NODE } from './version.js';
 import {
   isWorker,
   onShutdown,
@@ -231,6 +231,15 @@ async function serve(args: string[]): Promise<number> {
   const grpcLog = logger.child({ module: 'grpc-js' });
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
+  // npm's EBADENGINE warning scrolls by at install time; say it where the server starts. Once,
+  // from the process the user started (not from each worker).
+  if (!isWorker() && !nodeSupported(process.versions.node)) {
+    logger.warn(
+      { node: process.version, supported: SUPPORTED_NODE },
+      `Node.js ${process.version} is not supported (package.json engines: ${SUPPORTED_NODE}): ` +
+        'sluice is tested on Node 22 and 24 only; run it on one of those',
+    );
+  }
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
   if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
   const worker = isWorker();
