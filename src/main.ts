@@ -52,8 +52,9 @@ const CHECK_HELP = `Usage: sluice check PATH...
 
 Validate rule files or directories (every *.yaml and *.yml) as serve would load them. Prints
 every problem with its file and YAML path and exits 1 if there is any, or if the paths define
-no domain at all (served, they would limit nothing); exits 0 and prints the domains otherwise.
-Reads MERGE_DOMAIN_CONFIG.
+no domain at all (served, they would limit nothing); exits 0 and prints the domains otherwise,
+and, when limits name no algorithm (rules written for envoyproxy/ratelimit), one note on what
+counts differently there. Reads MERGE_DOMAIN_CONFIG and DEFAULT_ALGORITHM.
 
   -h, --help  show this help
 `;
@@ -337,7 +338,27 @@ async function check(args: string[]): Promise<number> {
   process.stdout.write(
     `ok: ${result.files.length} file(s), domains: ${result.domains.join(', ')}\n`,
   );
+  const note = countingNote(result.limitsWithDefaultAlgorithm, settings.defaultAlgorithm);
+  if (note !== undefined) process.stdout.write(`${note}\n`);
   return 0;
+}
+
+/**
+ * What counts differently from the reference, in one line, for rules written for it (limits that
+ * name no algorithm): their algorithm, and that a rejected request charges nothing. `undefined`
+ * when every limit names its algorithm (sluice rules: the author chose).
+ */
+function countingNote(limits: number, algorithm: string): string | undefined {
+  if (limits === 0) return undefined;
+  const counted =
+    algorithm === 'fixed_window'
+      ? `count with fixed windows, as the reference (DEFAULT_ALGORITHM=fixed_window)`
+      : `count with a ${algorithm.replace('_', ' ')} (DEFAULT_ALGORITHM; the reference: fixed ` +
+        `windows, which DEFAULT_ALGORITHM=fixed_window gives)`;
+  return (
+    `note: ${limits} limit(s) name no algorithm and ${counted}; a rejected request charges ` +
+    `nothing (the reference charges it). docs/compatibility.md lists every difference`
+  );
 }
 
 async function query(args: string[]): Promise<number> {
