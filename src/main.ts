@@ -232,17 +232,11 @@ async function serve(args: string[]): Promise<number> {
   const grpcLog = logger.child({ module: 'grpc-js' });
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
-  // npm's EBADENGINE warning scrolls by at install time; say it where the server starts. Once,
-  // from the process the user started (not from each worker).
-  if (!isWorker() && !nodeSupported(process.versions.node)) {
-    logger.warn(
-      { node: process.version, supported: SUPPORTED_NODE },
-      `Node.js ${process.version} is not supported (package.json engines: ${SUPPORTED_NODE}): ` +
-        'sluice is tested on Node 22 and 24 only; run it on one of those',
-    );
-  }
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
-  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  if (settings.workers > 1 && !isWorker()) {
+    warnIfUnsupportedNode(logger);
+    return runPrimary(settings.workers, logger);
+  }
   const worker = isWorker();
   const log = worker ? workerLogger(logger, settings.logLevel) : logger;
   const app = await createApp({
@@ -254,6 +248,7 @@ async function serve(args: string[]): Promise<number> {
   });
   await app.start();
   if (worker) reportReady();
+  else warnIfUnsupportedNode(log);
 
   return new Promise<number>((resolve) => {
     let stopping: NodeJS.Signals | 'primary' | undefined;
@@ -283,6 +278,19 @@ async function serve(args: string[]): Promise<number> {
     onShutdownSignals(stop);
     if (worker) onShutdown(() => stop('primary'));
   });
+}
+
+/**
+ * npm's EBADENGINE warning scrolls by at install time; say it where the server starts, once, from
+ * the process the user started (not from each worker).
+ */
+function warnIfUnsupportedNode(logger: Logger): void {
+  if (nodeSupported(process.versions.node)) return;
+  logger.warn(
+    { node: process.version, supported: SUPPORTED_NODE },
+    `Node.js ${process.version} is not supported (package.json engines: ${SUPPORTED_NODE}): ` +
+      'sluice is tested on Node 22 and 24 only; run it on one of those',
+  );
 }
 
 /**

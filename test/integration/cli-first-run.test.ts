@@ -239,16 +239,18 @@ describe('the start-up line', () => {
     },
   );
 
-  it('is preceded by a warning when the Node.js running it is not one package.json supports', async () => {
+  it('comes with a warning when the Node.js running it is not one package.json supports', async () => {
     const { proc } = await startSluice(group, {
       grpcPort: await freePort(),
       env: { LOG_LEVEL: '' },
     });
+    // The warning follows the start-up line.
     await waitFor('the start-up line', () => proc.output().includes('sluice listening'), {
       timeoutMs: 5_000,
       intervalMs: 20,
       onTimeout: () => proc.output(),
     });
+    await proc.stop();
     const warnings = proc
       .output()
       .split('\n')
@@ -265,7 +267,6 @@ describe('the start-up line', () => {
         supported: '^22.13.0 || >=24',
       });
     }
-    await proc.stop();
   });
 });
 
