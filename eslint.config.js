@@ -19,6 +19,7 @@ const LAYERS = [
       'settings.ts',
       'settings-reader.ts',
       'settings-telemetry.ts',
+      'shutdown-signals.ts',
     ],
   },
   { name: 'transport/', modules: ['transport/'] },

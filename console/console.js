@@ -21,6 +21,16 @@ function h(tag, attrs = {}, ...children) {
 }
 
 const $ = (id) => document.getElementById(id);
+
+/**
+ * `text` with a line-break opportunity after each separator (. _ , = : / | - and space), so a
+ * narrow column wraps a rule or counter key between its parts, never inside a word (.key cells
+ * do not break anywhere else).
+ */
+function breakable(text) {
+  const parts = String(text).split(/(?<=[._,=:/|-])/);
+  return parts.flatMap((part, i) => (i === 0 ? [part] : [h('wbr'), part]));
+}
 const fmt = new Intl.NumberFormat('en', { maximumFractionDigits: 1 });
 const int = new Intl.NumberFormat('en');
 
@@ -61,7 +71,10 @@ async function postJson(path, body) {
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-/** Draw `values` (oldest first) as a line in a 300x60 box, with the largest value as label. */
+/**
+ * Draw `values` (oldest first) as a line in a 300x60 box. The scale's label (the largest value)
+ * is HTML text next to the chart, not SVG text, which the box's stretching would distort.
+ */
 function sparkline(svg, values, unit) {
   svg.replaceChildren();
   const max = Math.max(1, ...values);
@@ -74,12 +87,9 @@ function sparkline(svg, values, unit) {
     line.setAttribute('points', points);
     svg.append(line);
   }
-  const label = document.createElementNS(SVG, 'text');
-  label.setAttribute('x', '2');
-  label.setAttribute('y', '9');
-  label.textContent = `max ${fmt.format(max)}${unit}`;
-  svg.append(label);
   const last = values.at(-1);
+  $(`${svg.id}-label`).textContent =
+    `now ${fmt.format(last ?? 0)}${unit} · top of the scale ${fmt.format(max)}${unit}`;
   svg.setAttribute(
     'aria-label',
     `${svg.getAttribute('aria-label').split(':')[0]}: now ${fmt.format(last ?? 0)}${unit}, highest ${fmt.format(max)}${unit} over ${values.length} samples`,
@@ -87,6 +97,9 @@ function sparkline(svg, values, unit) {
 }
 
 let rulesVersion = -1;
+
+/** Why a reset would be refused, or undefined when resets work (from the latest /api/now). */
+let resetRefusal = 'Reset is off. Start sluice with DEBUG_CONSOLE_RESET_ENABLED=true to allow it.';
 
 function renderNow(now) {
   const rates = now.rates ?? { okPerSecond: 0, overLimitPerSecond: 0 };
@@ -142,11 +155,17 @@ function renderNow(now) {
   const health = now.health.serving ? 'serving' : `not serving: ${now.health.reasons.join(', ')}`;
   $('status').textContent =
     `sluice ${now.version}, ${health}, updated ${new Date(now.time).toLocaleTimeString()}`;
-  $('reset-note').textContent = now.resetEnabled
+  resetRefusal = now.resetEnabled
     ? store.canReset
-      ? 'Reset is on: a reset counter starts from empty. Every reset is logged with your address.'
+      ? undefined
       : `Reset is on, but the ${store.backend} store cannot reset counters.`
     : 'Reset is off. Start sluice with DEBUG_CONSOLE_RESET_ENABLED=true to allow it.';
+  $('reset-note').textContent =
+    resetRefusal ??
+    'Reset is on: a reset counter starts from empty. Every reset is logged with your address.';
+  // A refused reset is not offered: the form's button is disabled (and shown so) like each row's.
+  $('reset-submit').disabled = resetRefusal !== undefined;
+  $('reset-submit').title = resetRefusal ?? '';
   if (config.version !== rulesVersion) {
     rulesVersion = config.version;
     loadRules().catch(showError);
@@ -253,6 +272,8 @@ function resetButton(key) {
       type: 'button',
       class: 'small',
       'aria-label': `Reset counter ${key}`,
+      disabled: resetRefusal !== undefined,
+      title: resetRefusal,
       onclick: () => resetKey(key),
     },
     'Reset',
@@ -290,11 +311,13 @@ function counterTable(rows, caption) {
           h(
             'td',
             { class: 'key' },
-            row.entries
-              ? `${row.domain}: ${row.entries.map((e) => `${e.key}=${e.value}`).join(', ')}`
-              : row.key,
+            breakable(
+              row.entries
+                ? `${row.domain}: ${row.entries.map((e) => `${e.key}=${e.value}`).join(', ')}`
+                : row.key,
+            ),
           ),
-          h('td', { class: 'key' }, row.rule ?? '–'),
+          h('td', { class: 'key' }, breakable(row.rule ?? '–')),
           h('td', { class: 'num' }, fmt.format(row.count)),
           h('td', { class: 'num' }, int.format(row.limit)),
           h(
@@ -339,7 +362,11 @@ function renderHot(hot) {
               h(
                 'tr',
                 {},
-                h('td', { class: 'key' }, [r.domain, r.key1, r.key2].filter(Boolean).join('.')),
+                h(
+                  'td',
+                  { class: 'key' },
+                  breakable([r.domain, r.key1, r.key2].filter(Boolean).join('.')),
+                ),
                 h('td', { class: 'num' }, int.format(r.overLimit)),
               ),
             ),
@@ -376,11 +403,11 @@ function pathText(steps) {
     .join(' ▸ ');
 }
 
-function renderTry(result) {
+function renderTry(result, hits) {
   const overall = h(
     'p',
     {},
-    'Answer: ',
+    `Answer for ${int.format(hits)} ${hits === 1 ? 'hit' : 'hits'}: `,
     h(
       'strong',
       { class: result.overallCode === 'OK' ? 'ok-text' : 'over-text', id: 'try-overall' },
@@ -393,10 +420,10 @@ function renderTry(result) {
     h(
       'tr',
       {},
-      h('td', { class: 'key' }, d.entries.map((e) => `${e.key}=${e.value}`).join(', ')),
-      h('td', { class: 'key' }, d.rule ? d.rule.fullKey : 'no rule'),
+      h('td', { class: 'key' }, breakable(d.entries.map((e) => `${e.key}=${e.value}`).join(', '))),
+      h('td', { class: 'key' }, breakable(d.rule ? d.rule.fullKey : 'no rule')),
       h('td', {}, d.rule ? ruleSummary(d.rule) : '–'),
-      h('td', { class: 'key' }, pathText(d.path)),
+      h('td', { class: 'key' }, breakable(pathText(d.path))),
       h(
         'td',
         { class: d.code === 'OK' ? 'ok-text' : 'over-text', 'data-testid': `try-code-${i}` },
@@ -450,7 +477,7 @@ async function submitTry(event) {
     $('try-result').replaceChildren(h('p', { class: 'over-text' }, `Refused: ${data.error}`));
     return;
   }
-  renderTry(data);
+  renderTry(data, hits);
 }
 
 // ---- Reset -----------------------------------------------------------------------------------

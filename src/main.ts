@@ -10,10 +10,11 @@ import { exitCodeFor, formatResponse, parseDescriptor, sendQuery } from './cli/q
 import { checkConfig } from './config/load.js';
 import { ConfigError, formatConfigProblem, SluiceError } from './errors.js';
 import { MAX_UINT32 } from './model.js';
-import { createLogger } from './logging/logger.js';
+import { createLogger, type Logger, type LogLevel } from './logging/logger.js';
 import { scrubSecrets, secretsFromEnv } from './logging/redact.js';
 import { loadCheckSettings, loadSettings } from './settings.js';
-import { SLUICE_VERSION } from './version.js';
+import { onShutdownSignals, REPEATED_SIGNAL, type SignalKind } from './shutdown-signals.js';
+import { nodeSupported, SLUICE_VERSION, SUPPORTED_NODE } from './version.js';
 import {
   isWorker,
   onShutdown,
@@ -51,8 +52,9 @@ const CHECK_HELP = `Usage: sluice check PATH...
 
 Validate rule files or directories (every *.yaml and *.yml) as serve would load them. Prints
 every problem with its file and YAML path and exits 1 if there is any, or if the paths define
-no domain at all (served, they would limit nothing); exits 0 and prints the domains otherwise.
-Reads MERGE_DOMAIN_CONFIG.
+no domain at all (served, they would limit nothing); exits 0 and prints the domains otherwise,
+and, when limits name no algorithm (rules written for envoyproxy/ratelimit), one note on what
+counts differently there. Reads MERGE_DOMAIN_CONFIG and DEFAULT_ALGORITHM.
 
   -h, --help  show this help
 `;
@@ -231,43 +233,74 @@ async function serve(args: string[]): Promise<number> {
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
-  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  if (settings.workers > 1 && !isWorker()) {
+    warnIfUnsupportedNode(logger);
+    return runPrimary(settings.workers, logger);
+  }
   const worker = isWorker();
+  const log = worker ? workerLogger(logger, settings.logLevel) : logger;
   const app = await createApp({
     settings,
-    logger,
+    logger: log,
     metricsRender: worker ? workerMetricsRender : undefined,
     workers: settings.workers,
     logStartup: workerNumber() === 1,
   });
   await app.start();
   if (worker) reportReady();
+  else warnIfUnsupportedNode(log);
 
   return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals | 'primary'): void => {
-      // The primary's word after a signal of our own (Ctrl-C reaches every process) is no second
-      // signal.
-      if (stopping && signal === 'primary') return;
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting now');
+    let stopping: NodeJS.Signals | 'primary' | undefined;
+    const stop = (signal: NodeJS.Signals | 'primary', kind: SignalKind = 'first'): void => {
+      // Ctrl-C reaches every process of the group, and the primary passes its own signal on:
+      // whichever of the two a worker gets first, the other is the same request, no second signal.
+      if (stopping !== undefined && signal === 'primary') return;
+      if (kind === 'repeat' || (stopping === 'primary' && kind === 'first')) {
+        log.info({ signal }, REPEATED_SIGNAL);
+        return;
+      }
+      if (stopping !== undefined) {
+        log.warn({ signal }, 'second signal: exiting now');
         resolve(1);
         return;
       }
-      stopping = true;
-      logger.info({ signal }, 'shutting down: finishing in-flight calls');
+      stopping = signal;
+      log.info({ signal }, 'shutting down: finishing in-flight calls');
       app.close().then(
         () => resolve(0),
         (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
+          log.error({ err }, 'shutdown failed');
           resolve(1);
         },
       );
     };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
+    onShutdownSignals(stop);
     if (worker) onShutdown(() => stop('primary'));
   });
+}
+
+/**
+ * npm's EBADENGINE warning scrolls by at install time; say it where the server starts, once, from
+ * the process the user started (not from each worker).
+ */
+function warnIfUnsupportedNode(logger: Logger): void {
+  if (nodeSupported(process.versions.node)) return;
+  logger.warn(
+    { node: process.version, supported: SUPPORTED_NODE },
+    `Node.js ${process.version} is not supported (package.json engines: ${SUPPORTED_NODE}): ` +
+      'sluice is tested on Node 22 and 24 only; run it on one of those',
+  );
+}
+
+/**
+ * A worker's logger: every line names its worker, and worker 1 alone speaks for the service at
+ * info (its start-up, reloads and store state are every worker's too); the others write warnings
+ * and errors, and everything at debug or trace.
+ */
+function workerLogger(logger: Logger, level: LogLevel): Logger {
+  const n = workerNumber();
+  return logger.child({ worker: n }, n > 1 && level === 'info' ? { level: 'warn' } : {});
 }
 
 function version(args: string[]): number {
@@ -313,7 +346,27 @@ async function check(args: string[]): Promise<number> {
   process.stdout.write(
     `ok: ${result.files.length} file(s), domains: ${result.domains.join(', ')}\n`,
   );
+  const note = countingNote(result.limitsWithDefaultAlgorithm, settings.defaultAlgorithm);
+  if (note !== undefined) process.stdout.write(`${note}\n`);
   return 0;
+}
+
+/**
+ * What counts differently from the reference, in one line, for rules written for it (limits that
+ * name no algorithm): their algorithm, and that a rejected request charges nothing. `undefined`
+ * when every limit names its algorithm (sluice rules: the author chose).
+ */
+function countingNote(limits: number, algorithm: string): string | undefined {
+  if (limits === 0) return undefined;
+  const counted =
+    algorithm === 'fixed_window'
+      ? `count with fixed windows, as the reference (DEFAULT_ALGORITHM=fixed_window)`
+      : `count with a ${algorithm.replace('_', ' ')} (DEFAULT_ALGORITHM; the reference: fixed ` +
+        `windows, which DEFAULT_ALGORITHM=fixed_window gives)`;
+  return (
+    `note: ${limits} limit(s) name no algorithm and ${counted}; a rejected request charges ` +
+    `nothing (the reference charges it). docs/compatibility.md lists every difference`
+  );
 }
 
 async function query(args: string[]): Promise<number> {

@@ -94,6 +94,9 @@ export function statsSettings(r: Reader): StatsSettings {
     r.problems.push(`PROMETHEUS_PATH=${JSON.stringify(prometheusPath)}: expected a path from /`);
   }
 
+  // Checked whatever the sink; only DogStatsD applies them.
+  const rules = mogrifiers(r);
+
   return {
     sink,
     statsdHost: r.string('STATSD_HOST', 'localhost'),
@@ -101,7 +104,7 @@ export function statsSettings(r: Reader): StatsSettings {
     statsdProtocol: protocolText === 'udp' ? 'udp' : 'tcp',
     flushIntervalMs: flushIntervalMs === 0 ? 10_000 : flushIntervalMs,
     extraTags: tagMap(r, 'EXTRA_TAGS'),
-    mogrifiers: sink === 'dogstatsd' ? mogrifiers(r) : [],
+    mogrifiers: sink === 'dogstatsd' ? rules : [],
     prometheusHost,
     prometheusPort,
     prometheusPath,
@@ -164,9 +167,12 @@ function mogrifiers(r: Reader): Mogrifier[] {
   return rules;
 }
 
-/** Read the tracing settings; `undefined` unless `TRACING_ENABLED=true`. */
+/**
+ * Read the tracing settings; `undefined` unless `TRACING_ENABLED=true`. They are checked either
+ * way, so a bad one stops the start before tracing is turned on.
+ */
 export function tracingSettings(r: Reader): TracingSettings | undefined {
-  if (!r.bool('TRACING_ENABLED', false)) return undefined;
+  const enabled = r.bool('TRACING_ENABLED', false);
   const protocolText = r.string('TRACING_EXPORTER_PROTOCOL', 'http');
   if (protocolText !== 'http' && protocolText !== 'grpc') {
     r.problems.push(
@@ -183,6 +189,7 @@ export function tracingSettings(r: Reader): TracingSettings | undefined {
       );
     } else samplingRate = Math.min(1, Math.max(0, value));
   }
+  if (!enabled) return undefined;
   return {
     protocol: protocolText === 'grpc' ? 'grpc' : 'http',
     serviceName: r.string('TRACING_SERVICE_NAME', 'RateLimit'),

@@ -282,7 +282,9 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     );
   }
   const backendType = backendText === 'redis' ? 'redis' : 'memory';
-  const redis = backendType === 'redis' ? redisSettings(r) : undefined;
+  // Read (and checked) whatever the backend, so a typo fails this start, not the day the backend
+  // changes; only the Redis store requires its address.
+  const redisOptions = redisSettings(r, backendType === 'redis');
   const failureText = r.string('STORE_FAILURE_MODE', 'error').toLowerCase();
   if (failureText !== 'error' && failureText !== 'allow' && failureText !== 'memory') {
     r.problems.push(
@@ -301,14 +303,14 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     logFormat: formatText === 'text' ? 'text' : 'json',
     config: configSource(r, flags.config),
     configType,
-    xds: configType === 'GRPC_XDS_SOTW' ? xdsSettings(r, flags.config) : undefined,
+    xds: xdsSettingsChecked(r, configType, flags.config),
     forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
     notices: notices(r),
     mergeDomainConfigs: r.bool('MERGE_DOMAIN_CONFIG', false),
     backendType,
     backendTypeInferred,
-    redis,
+    redis: backendType === 'redis' ? redisOptions : undefined,
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
     metricsMaxSeriesPerRule: r.int('METRICS_MAX_SERIES_PER_RULE', 1_000, 0, 1_000_000),
@@ -512,6 +514,20 @@ function configTypeSetting(r: Reader): 'FILE' | 'GRPC_XDS_SOTW' {
 }
 
 /**
+ * The xDS client's settings when `CONFIG_TYPE=GRPC_XDS_SOTW`, else `undefined`; they are read and
+ * checked either way, so a bad one stops the start whatever the rule source.
+ */
+function xdsSettingsChecked(
+  r: Reader,
+  configType: 'FILE' | 'GRPC_XDS_SOTW',
+  flagPaths: readonly string[] | undefined,
+): XdsOptions | undefined {
+  if (configType === 'GRPC_XDS_SOTW') return xdsSettings(r, flagPaths);
+  xdsSettings(r, undefined);
+  return undefined;
+}
+
+/**
  * The xDS client's settings (`CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), with the reference's names and
  * defaults. TLS files are only checked for presence here; the client reads them at start.
  */
@@ -653,15 +669,17 @@ function headersFormat(r: Reader): 'reference' | 'ietf' {
   return 'reference';
 }
 
-/** The Redis store's settings (`REDIS_*`, `REDIS_PERSECOND_*`, `CACHE_KEY_PREFIX`, ...). */
-function redisSettings(r: Reader): RedisStoreOptions {
-  const main = redisConnection(r, 'REDIS_', 'REDIS_');
-  const perSecond = r.bool('REDIS_PERSECOND', false)
-    ? redisConnection(r, 'REDIS_PERSECOND_', 'REDIS_')
-    : undefined;
+/**
+ * The Redis store's settings (`REDIS_*`, `REDIS_PERSECOND_*`, `CACHE_KEY_PREFIX`, ...). Every one
+ * that is set is checked; `required` (the Redis store is chosen) also asks for the URLs it needs.
+ */
+function redisSettings(r: Reader, required: boolean): RedisStoreOptions {
+  const main = redisConnection(r, 'REDIS_', 'REDIS_', required);
+  const perSecondOn = r.bool('REDIS_PERSECOND', false);
+  const perSecond = redisConnection(r, 'REDIS_PERSECOND_', 'REDIS_', required && perSecondOn);
   return {
     main,
-    perSecond,
+    perSecond: perSecondOn ? perSecond : undefined,
     keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
     localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
     waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
@@ -670,12 +688,20 @@ function redisSettings(r: Reader): RedisStoreOptions {
 
 /**
  * One Redis connection from the variables starting with `prefix` (`REDIS_` or `REDIS_PERSECOND_`);
- * the TLS files are shared and read with `tlsPrefix` (`REDIS_`), as in the reference.
+ * the TLS files are shared and read with `tlsPrefix` (`REDIS_`), as in the reference. `required`:
+ * the connection will be made, so its URL must be set.
  */
-function redisConnection(r: Reader, prefix: string, tlsPrefix: string): RedisConnectionOptions {
+function redisConnection(
+  r: Reader,
+  prefix: string,
+  tlsPrefix: string,
+  required: boolean,
+): RedisConnectionOptions {
   const urlName = `${prefix}URL`;
   const url = r.raw(urlName);
-  if (url === undefined) r.problems.push(`${urlName} must be set when BACKEND_TYPE=redis`);
+  if (url === undefined && required) {
+    r.problems.push(`${urlName} must be set when BACKEND_TYPE=redis`);
+  }
   const typeText = r.string(`${prefix}TYPE`, 'single').toLowerCase();
   const type = typeText === 'sentinel' || typeText === 'cluster' ? typeText : 'single';
   if (typeText !== type) {
@@ -755,9 +781,11 @@ function redisUrlProblem(
 
 function throwIfProblems(r: Reader): void {
   if (r.problems.length > 0) {
+    // A variable read twice (the Redis TLS files serve both connections) is named once.
+    const unique = [...new Set(r.problems)];
     throw new SluiceError(
       'INVALID_SETTINGS',
-      `invalid settings:\n${r.problems.map((p) => `  - ${p}`).join('\n')}`,
+      `invalid settings:\n${unique.map((p) => `  - ${p}`).join('\n')}`,
     );
   }
 }

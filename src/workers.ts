@@ -16,6 +16,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
+import { onShutdownSignals, REPEATED_SIGNAL, type SignalKind } from './shutdown-signals.js';
 
 /** A worker asks the primary for the whole service's metrics. */
 const METRICS_REQUEST = 'sluice:metrics';
@@ -148,7 +149,11 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
       for (const worker of living()) send(worker, { type: SHUTDOWN });
       finish();
     };
-    const onSignal = (signal: NodeJS.Signals): void => {
+    const onSignal = (signal: NodeJS.Signals, kind: SignalKind): void => {
+      if (kind === 'repeat') {
+        logger.info({ signal }, REPEATED_SIGNAL);
+        return;
+      }
       if (stopping) {
         logger.warn({ signal }, 'second signal: ending every worker now');
         for (const worker of living()) worker.process.kill('SIGKILL');
@@ -158,8 +163,7 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
       logger.info({ signal, workers: living().length }, 'shutting down: draining every worker');
       stopAll();
     };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
+    onShutdownSignals(onSignal);
     for (let n = 1; n <= workers; n++) fork(n);
   });
 }

@@ -11,6 +11,7 @@ import {
   validateFiles,
   type ConfigFileInput,
   type ConfigOptions,
+  type DescriptorConfig,
 } from './validate.js';
 
 /** The result of `checkConfig`: what `sluice check` prints. */
@@ -25,6 +26,11 @@ export interface CheckResult {
   readonly files: readonly string[];
   /** The domains the files declare (also those of files with problems), sorted, unique. */
   readonly domains: readonly string[];
+  /**
+   * Limits that name no `algorithm` (as every limit of a reference file): they count with the
+   * `DEFAULT_ALGORITHM`, where the reference counts fixed windows. `sluice check` says so.
+   */
+  readonly limitsWithDefaultAlgorithm: number;
 }
 
 /**
@@ -114,14 +120,19 @@ export async function checkConfig(
     const { configs, problems, warnings } = validateFiles(inputs, options);
     const all = [...readProblems, ...problems];
     const domains = new Set<string>();
-    for (const config of configs)
-      if (config !== undefined && config.domain !== '') domains.add(config.domain);
+    let limitsWithDefaultAlgorithm = 0;
+    for (const config of configs) {
+      if (config === undefined) continue;
+      if (config.domain !== '') domains.add(config.domain);
+      limitsWithDefaultAlgorithm += countDefaultAlgorithm(config.descriptors);
+    }
     return {
       ok: all.length === 0,
       problems: all,
       warnings,
       files: inputs.map((input) => input.name),
       domains: [...domains].sort(compareNames),
+      limitsWithDefaultAlgorithm,
     };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
@@ -131,8 +142,21 @@ export async function checkConfig(
       warnings: [],
       files: [],
       domains: [],
+      limitsWithDefaultAlgorithm: 0,
     };
   }
+}
+
+/** The counted limits under `descriptors` (nested too) that name no algorithm. */
+function countDefaultAlgorithm(descriptors: readonly DescriptorConfig[]): number {
+  let count = 0;
+  for (const descriptor of descriptors) {
+    for (const limit of descriptor.rateLimits ?? [descriptor.rateLimit]) {
+      if (limit !== undefined && !limit.unlimited && limit.algorithm === undefined) count++;
+    }
+    count += countDefaultAlgorithm(descriptor.descriptors);
+  }
+  return count;
 }
 
 /** Find and read every rule file; unreadable ones become problems. */

@@ -115,6 +115,7 @@ describe.skipIf(goMissing && !inCi())('deploy/kubernetes/ (Kubernetes manifests)
       'base/pdb.yaml': ['PodDisruptionBudget'],
       'base/service.yaml': ['Service'],
       'redis/deployment-redis.yaml': ['Deployment'],
+      'redis/hpa.yaml': ['HorizontalPodAutoscaler'],
       'redis/redis.yaml': ['Deployment', 'Service'],
     });
     expect(Object.keys(validated.builds).sort()).toEqual(['base', 'redis']);
@@ -203,9 +204,17 @@ describe.skipIf(goMissing && !inCi())('deploy/kubernetes/ (Kubernetes manifests)
       const heapMb = Number(/--max-old-space-size=(\d+)/.exec(env()['NODE_OPTIONS'] ?? '')?.[1]);
       const limit = /^(\d+)Mi$/.exec(container().resources!.limits!['memory']!);
       expect(heapMb).toBeLessThan(Number(limit![1]));
+      // No statsd collector comes with the manifests: statsd (on by default) would only warn.
+      expect(env()['USE_STATSD']).toBe('false');
+      expect(settings.stats.sink).not.toBe('statsd');
+      // Server processes: explicit, and no more than the cores the pod may use.
+      const cpuLimit = Number(container().resources!.limits!['cpu']);
+      expect(settings.workers).toBeLessThanOrEqual(cpuLimit);
       if (build === 'redis') {
         expect(settings.backendType).toBe('redis');
         expect(deployment().spec.replicas).toBeGreaterThanOrEqual(2);
+        // Unset, WORKERS would be one per core of the node, whatever the CPU limit.
+        expect(env()['WORKERS']).toBe(String(cpuLimit));
         // REDIS_URL names the Redis Service of the build.
         const [host, port] = settings.redis!.main.url.split(':');
         const redis = find(objects(), 'Service', host!);
@@ -216,6 +225,32 @@ describe.skipIf(goMissing && !inCi())('deploy/kubernetes/ (Kubernetes manifests)
         expect(settings.backendType).toBe('memory');
         expect(deployment().spec.replicas).toBe(1);
       }
+    });
+
+    it('autoscales only the Redis-backed replicas (memory-store replicas multiply the limits)', () => {
+      const autoscalers = objects().filter((o) => o.kind === 'HorizontalPodAutoscaler');
+      if (build === 'base') {
+        expect(autoscalers).toEqual([]);
+        return;
+      }
+      expect(autoscalers).toHaveLength(1);
+      const spec = autoscalers[0]!.spec as {
+        scaleTargetRef: { apiVersion: string; kind: string; name: string };
+        minReplicas: number;
+        maxReplicas: number;
+        metrics: { type: string; resource?: { name: string } }[];
+      };
+      expect(spec.scaleTargetRef).toEqual({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        name: deployment().metadata.name,
+      });
+      // Never below the Deployment's replicas (spread over nodes, one left during a drain).
+      expect(spec.minReplicas).toBe(deployment().spec.replicas);
+      expect(spec.maxReplicas).toBeGreaterThan(spec.minReplicas);
+      // CPU utilization is measured against the request, which must be set.
+      expect(spec.metrics.map((m) => m.resource?.name)).toEqual(['cpu']);
+      expect(container().resources?.requests?.['cpu']).toBeDefined();
     });
 
     it('ships rules that load (sluice check)', async () => {

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { nodeSupported } from '../../src/version.js';
 import { ruleDir } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
 import {
@@ -237,6 +238,36 @@ describe('the start-up line', () => {
       await proc.stop();
     },
   );
+
+  it('comes with a warning when the Node.js running it is not one package.json supports', async () => {
+    const { proc } = await startSluice(group, {
+      grpcPort: await freePort(),
+      env: { LOG_LEVEL: '' },
+    });
+    // The warning follows the start-up line.
+    await waitFor('the start-up line', () => proc.output().includes('sluice listening'), {
+      timeoutMs: 5_000,
+      intervalMs: 20,
+      onTimeout: () => proc.output(),
+    });
+    await proc.stop();
+    const warnings = proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('is not supported (package.json engines'));
+    // The suite runs on the supported lines in CI (no warning), and on whatever node a
+    // developer has (Node 20 here: the warning, once).
+    if (nodeSupported(process.versions.node)) {
+      expect(warnings).toEqual([]);
+    } else {
+      expect(warnings).toHaveLength(1);
+      expect(JSON.parse(warnings[0]!)).toMatchObject({
+        level: 40,
+        node: process.version,
+        supported: '^22.13.0 || >=24',
+      });
+    }
+  });
 });
 
 describe('sluice query', () => {

@@ -135,6 +135,34 @@ describe('sluice check', () => {
     expect(result.stdout).toMatch(/^ok: \d+ file\(s\)/);
   });
 
+  it('says in one line what counts differently for rules written for the reference', async () => {
+    const reference = await ruleDir({
+      'rl.yaml':
+        'domain: rl\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3}\n' +
+        '  - key: b\n    rate_limit: {unlimited: true}\n' +
+        '  - key: c\n    descriptors:\n      - key: d\n        rate_limit: {unit: hour, requests_per_unit: 9}\n',
+    });
+    const result = await runCli(['check', reference]);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout.split('\n')).toEqual([
+      'ok: 1 file(s), domains: rl',
+      'note: 2 limit(s) name no algorithm and count with a sliding window (DEFAULT_ALGORITHM; ' +
+        'the reference: fixed windows, which DEFAULT_ALGORITHM=fixed_window gives); a rejected ' +
+        'request charges nothing (the reference charges it). docs/compatibility.md lists every ' +
+        'difference',
+      '',
+    ]);
+    const fixed = await runCli(['check', reference], { DEFAULT_ALGORITHM: 'fixed_window' });
+    expect(fixed.stdout).toMatch(/count with fixed windows, as the reference .* charges nothing/);
+
+    // Rules that choose their algorithm: the author knows; only the ok line.
+    const chosen = await ruleDir({
+      's.yaml':
+        'domain: s\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3, algorithm: fixed_window}\n',
+    });
+    expect((await runCli(['check', chosen])).stdout).toBe('ok: 1 file(s), domains: s\n');
+  });
+
   it('is not failed by serve-only settings that are invalid', async () => {
     const result = await runCli(['check', path.join(REPO_ROOT, 'envoy', 'ratelimit')], {
       BACKEND_TYPE: 'redis',
@@ -190,6 +218,19 @@ describe('start-up errors stop the process with one clear message', () => {
     expect(result.stderr).toMatch(/LOG_LEVEL="loud"/);
     expect(result.stderr).toMatch(/SHADOW_MODE="maybe": expected true or false/);
     expect(result.stderr).toMatch(/REDIS_URL must be set when BACKEND_TYPE=redis/);
+  });
+
+  it('checks a setting of the store not chosen: REDIS_TIMEOUT=banana on the memory store', async () => {
+    const result = await runCli(['serve'], {
+      GRPC_PORT: String(await freePort()),
+      PORT: String(await freePort()),
+      DEBUG_PORT: String(await freePort()),
+      REDIS_TIMEOUT: 'banana',
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      'sluice: invalid settings:\n  - REDIS_TIMEOUT="banana": expected a positive duration such as 200ms, 2s or 1m30s\n',
+    );
   });
 
   it('refuses to start on invalid rules, naming the file', async () => {

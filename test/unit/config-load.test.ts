@@ -161,6 +161,7 @@ describe('checkConfig', () => {
         join(VALID, 'nested', 'messaging.yaml'),
       ],
       domains: ['edge', 'internal', 'messaging'],
+      limitsWithDefaultAlgorithm: expect.any(Number),
     });
   });
 
@@ -180,6 +181,7 @@ describe('checkConfig', () => {
       warnings: [],
       files: [],
       domains: [],
+      limitsWithDefaultAlgorithm: 0,
     });
   });
 });
