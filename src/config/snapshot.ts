@@ -3,7 +3,7 @@
  */
 import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import type { RequestDescriptor } from '../model.js';
-import { ConfigError, type ConfigProblem } from '../errors.js';
+import { boundProblems, ConfigError, type ConfigProblem } from '../errors.js';
 import type { Algorithm, ConfigLevel, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
 import { buildDomains, type BuiltDomain } from './build.js';
 import { findLimit, overrideLimit } from './match.js';
@@ -55,7 +55,8 @@ class Snapshot implements ConfigSnapshot {
   ) {
     this.#defaultAlgorithm = defaultAlgorithm;
     this.files = Object.freeze([...files]);
-    this.warnings = Object.freeze([...warnings]);
+    // Bounded like a refused set's problems: they go to the log and the console.
+    this.warnings = Object.freeze(boundProblems(warnings, warnings.length, 'warnings'));
     const infos = new Map<string, DomainInfo>();
     const roots = new Map<string, ConfigLevel>();
     const lines: string[] = [];

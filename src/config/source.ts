@@ -5,7 +5,7 @@
  * `buildSnapshot` (every problem of every rule set), so a rule set means the same whatever brought
  * it. A new source implements {@link RuleSource} and is chosen in app.ts.
  */
-import { ConfigError, formatConfigProblem, SluiceError } from '../errors.js';
+import { ConfigError, cutText, formatConfigProblem, SluiceError } from '../errors.js';
 import type { Logger } from '../logging/logger.js';
 import { loadSnapshot } from './load.js';
 import type { ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
@@ -154,7 +154,10 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
         ? 'rate limit config reloaded'
         : `rate limit config loaded from ${options.origin} source`;
       loaded = true;
-      const fields = { files: snapshot.files, domains: [...snapshot.domains.keys()] };
+      const fields = {
+        files: boundNames(snapshot.files),
+        domains: boundNames([...snapshot.domains.keys()]),
+      };
       if (snapshot.domains.size === 0) {
         // Every call is answered OK from now on: say so loudly (sluice_config_domains is 0 too).
         logger.warn(
@@ -174,7 +177,9 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
     onError(error) {
       counters.configLoadError++;
       const problems =
-        error instanceof ConfigError ? error.problems.map(formatConfigProblem) : [error.message];
+        error instanceof ConfigError
+          ? error.problems.map(formatConfigProblem)
+          : [cutText(error.message, MAX_LOGGED_MESSAGE_LENGTH)];
       logger.error(
         { problems },
         loaded
@@ -183,4 +188,22 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
       );
     },
   };
+}
+
+/** Longest message of an unexpected load failure a log line echoes, in characters. */
+const MAX_LOGGED_MESSAGE_LENGTH = 4096;
+
+/** Most file or domain names one log line lists. */
+const MAX_LOGGED_NAMES = 20;
+
+/** Longest name a log line echoes, in characters (an xDS resource name can be a megabyte). */
+const MAX_LOGGED_NAME_LENGTH = 256;
+
+/** The first names of a list for a log line, each cut, then `and N more` when some are left out. */
+function boundNames(names: readonly string[]): string[] {
+  const listed = names
+    .slice(0, MAX_LOGGED_NAMES)
+    .map((name) => cutText(name, MAX_LOGGED_NAME_LENGTH));
+  if (names.length > listed.length) listed.push(`and ${names.length - listed.length} more`);
+  return listed;
 }
