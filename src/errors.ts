@@ -70,8 +70,11 @@ export function formatConfigProblem(problem: ConfigProblem): string {
  */
 export const MAX_LISTED_PROBLEMS = 100;
 
-/** Longest file name, path or message of a listed problem, in characters; longer ones are cut. */
-export const MAX_PROBLEM_TEXT_LENGTH = 512;
+/** Longest file name or path of a listed problem, in characters; longer ones are cut. */
+const MAX_PROBLEM_NAME_LENGTH = 256;
+
+/** Longest message of a listed problem, in characters; longer ones are cut. */
+const MAX_PROBLEM_MESSAGE_LENGTH = 512;
 
 /**
  * `text` when it has at most `max` characters, else its first `max` characters, `…` and its
@@ -82,8 +85,8 @@ export function cutText(text: string, max: number): string {
 }
 
 /**
- * At most {@link MAX_LISTED_PROBLEMS} of `problems`, each cut to
- * {@link MAX_PROBLEM_TEXT_LENGTH}, then, when `total` is larger than what is listed, one more
+ * At most {@link MAX_LISTED_PROBLEMS} of `problems`, each cut (file and path to 256 characters,
+ * the message to 512), then, when `total` is larger than what is listed, one more
  * entry that says how many were left out (`and 94900 more problems`).
  */
 export function boundProblems(
@@ -92,9 +95,9 @@ export function boundProblems(
   noun = 'problems',
 ): ConfigProblem[] {
   const listed = problems.slice(0, MAX_LISTED_PROBLEMS).map((problem) => ({
-    file: cutText(problem.file, MAX_PROBLEM_TEXT_LENGTH),
-    path: cutText(problem.path, MAX_PROBLEM_TEXT_LENGTH),
-    message: cutText(problem.message, MAX_PROBLEM_TEXT_LENGTH),
+    file: cutText(problem.file, MAX_PROBLEM_NAME_LENGTH),
+    path: cutText(problem.path, MAX_PROBLEM_NAME_LENGTH),
+    message: cutText(problem.message, MAX_PROBLEM_MESSAGE_LENGTH),
   }));
   const more = Math.max(total, problems.length) - listed.length;
   if (more > 0) {

@@ -31,7 +31,22 @@ export function buildSnapshot(
     buildDomains(valid, options.defaultAlgorithm),
     warnings,
     options.defaultAlgorithm ?? DEFAULT_ALGORITHM,
+    warnings.length,
   );
+}
+
+/**
+ * The snapshot of built domains (see `DomainsBuilder`): `files` sorted, `warnings` the first of
+ * `warningCount` (only the first are kept, see `boundProblems`).
+ */
+export function createSnapshot(
+  files: readonly string[],
+  built: ReadonlyMap<string, BuiltDomain>,
+  warnings: readonly ConfigProblem[],
+  defaultAlgorithm: Algorithm,
+  warningCount: number = warnings.length,
+): ConfigSnapshot {
+  return new Snapshot(files, built, warnings, defaultAlgorithm, warningCount);
 }
 
 /** Plain code-unit order, so the order never depends on the locale. */
@@ -52,11 +67,12 @@ class Snapshot implements ConfigSnapshot {
     built: ReadonlyMap<string, BuiltDomain>,
     warnings: readonly ConfigProblem[],
     defaultAlgorithm: Algorithm,
+    warningCount: number,
   ) {
     this.#defaultAlgorithm = defaultAlgorithm;
     this.files = Object.freeze([...files]);
     // Bounded like a refused set's problems: they go to the log and the console.
-    this.warnings = Object.freeze(boundProblems(warnings, warnings.length, 'warnings'));
+    this.warnings = Object.freeze(boundProblems(warnings, warningCount, 'warnings'));
     const infos = new Map<string, DomainInfo>();
     const roots = new Map<string, ConfigLevel>();
     const lines: string[] = [];

@@ -45,6 +45,8 @@ export interface FileSourceOptions extends ConfigOptions {
   readonly watch?: boolean;
   /** The watcher's safety-net poll in ms (see WatchOptions.pollIntervalMs). */
   readonly pollIntervalMs?: number;
+  /** `BuildOptions.onProgress` of every load's build (see ./offthread.ts). */
+  readonly onBuildProgress?: ((recordsBuilt: number) => void) | undefined;
 }
 
 /**
@@ -55,6 +57,8 @@ export interface FileSourceOptions extends ConfigOptions {
 export function createFileSource(options: FileSourceOptions): RuleSource {
   let watcher: ConfigWatcher | undefined;
   let closed = false;
+  // Stops the first load's build when the source closes during it.
+  const abort = new AbortController();
   return {
     kind: 'file',
     async start(listener) {
@@ -69,6 +73,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
               maxRulesPerFile: options.maxRulesPerFile,
               maxRules: options.maxRules,
               pollIntervalMs: options.pollIntervalMs,
+              onBuildProgress: options.onBuildProgress,
               onSnapshot(snapshot) {
                 reloaded = true;
                 listener.onSnapshot(snapshot);
@@ -77,7 +82,14 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
             });
       try {
         await watcher?.ready;
-        const initial = await loadSnapshot(options.paths, options);
+        const initial = await loadSnapshot(options.paths, {
+          mergeDomainConfigs: options.mergeDomainConfigs,
+          defaultAlgorithm: options.defaultAlgorithm,
+          maxRulesPerFile: options.maxRulesPerFile,
+          maxRules: options.maxRules,
+          signal: abort.signal,
+          onProgress: options.onBuildProgress,
+        });
         if (closed) return;
         // A reload that finished during the first load is newer: keep it.
         if (!reloaded) listener.onSnapshot(initial);
@@ -88,6 +100,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
     },
     close() {
       closed = true;
+      abort.abort();
       watcher?.close();
     },
   };
