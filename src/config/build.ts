@@ -7,6 +7,7 @@ import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import { UNIT_MS, type RateLimitRule, type RateLimitUnit, type RuleLimit } from '../model.js';
 import { ConfigLevel, ConfigNode, type Algorithm, type LimitMatch } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
+import { cutText } from '../errors.js';
 import { compileGlob, isKeyWildcard, isWildcard } from './glob.js';
 
 /** A built domain: its tree and its rules for `/rlconfig`. */
@@ -250,8 +251,15 @@ function buildMatch(
   });
 }
 
-/** The reference's `/rlconfig` line for a rule. */
+/**
+ * Longest rule key (`domain.key_value...`) an `/rlconfig` line echoes, in characters: a rule may
+ * hold a value of any length (from a file of up to 8 MiB, or an xDS resource), and the console
+ * and operators read these lines.
+ */
+const MAX_DUMPED_KEY_LENGTH = 1_024;
+
+/** The reference's `/rlconfig` line for a rule (its key cut past {@link MAX_DUMPED_KEY_LENGTH}). */
 function dumpLine(rule: RateLimitRule): string {
   const unit = rule.unlimited ? 'UNKNOWN' : rule.unit.toUpperCase();
-  return `${rule.fullKey}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}`;
+  return `${cutText(rule.fullKey, MAX_DUMPED_KEY_LENGTH)}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}`;
 }

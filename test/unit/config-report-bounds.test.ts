@@ -77,6 +77,27 @@ describe('reports about rules are bounded (issue 31, item 5)', () => {
     expect(snapshot.warnings.at(-1)?.message).toMatch(/^and 400 more warnings/);
   });
 
+  it('an /rlconfig line cuts a long rule key instead of echoing it whole', () => {
+    const value = 'v'.repeat(100_000);
+    const snapshot = buildSnapshot([
+      {
+        name: 'long.yaml',
+        content: `domain: long\ndescriptors:\n  - key: k\n    value: ${value}\n    rate_limit: {unit: second, requests_per_unit: 1}\n`,
+      },
+    ]);
+    const [line] = snapshot.dump();
+    expect(line!.length).toBeLessThan(2_048);
+    expect(line).toMatch(/^long\.k_v+… \(100007 characters\): unit=SECOND requests_per_unit=1,/);
+    // Matching still sees the whole value.
+    expect(
+      snapshot.getLimit('long', {
+        entries: [{ key: 'k', value }],
+        limit: undefined,
+        hitsAddend: undefined,
+      })?.rule.requestsPerUnit,
+    ).toBe(1);
+  });
+
   it('the log line of a refused set and of a loaded one stay small', () => {
     const log = capturingLogger();
     const serving = createServingConfig({
