@@ -180,6 +180,29 @@ describe('a large rule set is built without stalling the event loop (issue 31, i
     expectTurnsBetweenSlices(steps);
   }, 120_000);
 
+  it('from files: a large invalid set (validated in a worker) is refused with a bounded error', async () => {
+    const bad = mkdtempSync(path.join(os.tmpdir(), 'sluice-large-invalid-'));
+    try {
+      for (let f = 0; f < FILES; f++) {
+        const text = ruleFile(`bad${f}`, 1_000).replaceAll('unit: second', 'unit: sec');
+        await fs.writeFile(path.join(bad, `bad${f}.yaml`), text);
+      }
+      const source = createFileSource({ paths: [bad], watch: false });
+      const refused = await source.start({ onSnapshot: () => {}, onError: () => {} }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      source.close();
+      expect(refused).toBeInstanceOf(Error);
+      const error = refused as ConfigError;
+      expect(error.problemCount).toBe(FILES * 1_000);
+      expect(error.problems).toHaveLength(101);
+      expect(error.message).toMatch(/and 3900 more problems/);
+    } finally {
+      rmSync(bad, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   describe('over xDS', () => {
     const group = useProcessGroup();
     let binary = '';
