@@ -187,46 +187,16 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
             version: cutText(version, MAX_LOGGED_LENGTH),
             nonce: cutText(nonce, MAX_LOGGED_LENGTH),
           };
-          let snapshot: ConfigSnapshot | undefined;
-          let refusal: ConfigError | undefined;
-          const problems = checkResponse(response);
-          if (problems.length > 0) {
-            refusal = new ConfigError(problems);
-          } else {
-            const resources = response.resources ?? [];
-            try {
-              snapshot = await buildSnapshotFrom(RESOURCES_JOB, resources, sizeOf(resources), {
-                mergeDomainConfigs: options.mergeDomainConfigs,
-                defaultAlgorithm: options.defaultAlgorithm,
-                maxRulesPerFile: options.maxRulesPerFile,
-                maxRules: options.maxRules,
-                signal: abort.signal,
-                onProgress: options.onBuildProgress,
-              });
-            } catch (error) {
-              if (closed) return;
-              refusal =
-                error instanceof ConfigError
-                  ? error
-                  : new ConfigError([
-                      {
-                        file: 'response',
-                        path: '',
-                        message: error instanceof Error ? error.message : String(error),
-                      },
-                    ]);
-            }
-          }
+          const verdict = await judgeResponse(response, options, abort.signal);
           if (closed) return;
           // A stream that broke during the build is not answered; its successor resends.
           const current = call === stream;
-          if (snapshot === undefined) {
-            const error = refusal ?? new ConfigError([]);
-            listener.onError(error);
+          if (verdict instanceof ConfigError) {
+            listener.onError(verdict);
             logger.warn(logged, 'xDS update refused (NACK)');
-            if (current) send(nonce, { code: INVALID_ARGUMENT, message: error.message });
+            if (current) send(nonce, { code: INVALID_ARGUMENT, message: verdict.message });
           } else {
-            listener.onSnapshot(snapshot);
+            listener.onSnapshot(verdict);
             acceptedVersion = version;
             logger.debug(logged, 'xDS update applied (ACK)');
             if (current) send(nonce);
@@ -327,6 +297,34 @@ export function backoffDelayMs(
   let ms = min * factor ** attempt;
   if (xds.backoffJitter) ms = random() * (ms - min) + min;
   return Math.round(Math.min(max, Math.max(min, ms)));
+}
+
+/**
+ * The snapshot of a response, or the ConfigError that refuses it (its type, or its resources'
+ * problems, or a build that failed). Never throws.
+ */
+async function judgeResponse(
+  response: DiscoveryResponse,
+  options: XdsSourceOptions,
+  signal: AbortSignal,
+): Promise<ConfigSnapshot | ConfigError> {
+  const problems = checkResponse(response);
+  if (problems.length > 0) return new ConfigError(problems);
+  const resources = response.resources ?? [];
+  try {
+    return await buildSnapshotFrom(RESOURCES_JOB, resources, sizeOf(resources), {
+      mergeDomainConfigs: options.mergeDomainConfigs,
+      defaultAlgorithm: options.defaultAlgorithm,
+      maxRulesPerFile: options.maxRulesPerFile,
+      maxRules: options.maxRules,
+      signal,
+      onProgress: options.onBuildProgress,
+    });
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    const message = error instanceof Error ? error.message : String(error);
+    return new ConfigError([{ file: 'response', path: '', message }]);
+  }
 }
 
 /** Problems of a response as a whole (its type). */
