@@ -163,8 +163,9 @@ export default tseslint.config(
     },
   },
   {
-    // Plain JavaScript helpers (scripts/*.mjs) run by npm before anything is built: no types.
-    files: ['scripts/**/*.mjs'],
+    // Plain JavaScript helpers (scripts/*.mjs) run by npm before anything is built, and the
+    // module hooks test workers load (test/helpers/*.mjs): no types.
+    files: ['scripts/**/*.mjs', 'test/helpers/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -10,6 +11,15 @@ import { defineConfig } from 'vitest/config';
  * exercise the gRPC port run a second time as `integration-grpc-js` / `e2e-grpc-js` with
  * `GRPC_SERVER=grpc-js` (test helpers pass the variable to every app and process they start).
  */
+
+/**
+ * Lets a worker thread that the code under test starts (a large rule set's build,
+ * src/config/offthread.ts) run the TypeScript sources: test/helpers/ts-worker-hooks.mjs.
+ */
+const TS_WORKERS = [
+  '--import',
+  fileURLToPath(new URL('./test/helpers/ts-worker-register.mjs', import.meta.url)),
+];
 
 /** Integration suites that go through the gRPC port, run against both servers. */
 const GRPC_INTEGRATION = [
@@ -30,7 +40,7 @@ const GRPC_INTEGRATION = [
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], execArgv: TS_WORKERS } },
       {
         test: {
           name: 'contract',
@@ -55,6 +65,7 @@ export default defineConfig({
           include: ['test/integration/**/*.test.ts'],
           exclude: ['test/integration/key-flood*.test.ts'],
           env: { GRPC_SERVER: 'lean' },
+          execArgv: TS_WORKERS,
           testTimeout: 30_000,
           hookTimeout: 30_000,
         },
@@ -74,6 +85,7 @@ export default defineConfig({
           name: 'integration-grpc-js',
           include: GRPC_INTEGRATION,
           env: { GRPC_SERVER: 'grpc-js' },
+          execArgv: TS_WORKERS,
           testTimeout: 30_000,
           hookTimeout: 30_000,
         },

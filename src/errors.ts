@@ -57,21 +57,78 @@ export interface ConfigProblem {
   readonly message: string;
 }
 
-/** Formats a problem as `file: path: message` (path omitted when empty). */
+/** Formats a problem as `file: path: message` (file and path omitted when empty). */
 export function formatConfigProblem(problem: ConfigProblem): string {
-  return problem.path === ''
-    ? `${problem.file}: ${problem.message}`
-    : `${problem.file}: ${problem.path}: ${problem.message}`;
+  const where = [problem.file, problem.path].filter((part) => part !== '').join(': ');
+  return where === '' ? problem.message : `${where}: ${problem.message}`;
 }
 
-/** A configuration file set failed validation; carries every problem found. */
-export class ConfigError extends SluiceError {
-  /** Every problem, in file order. */
-  readonly problems: readonly ConfigProblem[];
+/**
+ * Most problems a {@link ConfigError} lists, and so a log line, an xDS NACK's `error_detail` and
+ * the console: the rest are only counted, so 95,000 broken rules cost a few kilobytes to report,
+ * not megabytes. `sluice check` lists every one.
+ */
+export const MAX_LISTED_PROBLEMS = 100;
 
-  constructor(problems: readonly ConfigProblem[]) {
-    super('INVALID_CONFIG', problems.map(formatConfigProblem).join('\n'));
+/** Longest file name or path of a listed problem, in characters; longer ones are cut. */
+const MAX_PROBLEM_NAME_LENGTH = 256;
+
+/** Longest message of a listed problem, in characters; longer ones are cut. */
+const MAX_PROBLEM_MESSAGE_LENGTH = 512;
+
+/**
+ * `text` when it has at most `max` characters, else its first `max` characters, `…` and its
+ * length, so a hostile name (a 1 MB xDS resource name) is never echoed whole.
+ */
+export function cutText(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`;
+}
+
+/**
+ * At most {@link MAX_LISTED_PROBLEMS} of `problems`, each cut (file and path to 256 characters,
+ * the message to 512), then, when `total` is larger than what is listed, one more
+ * entry that says how many were left out (`and 94900 more problems`).
+ */
+export function boundProblems(
+  problems: readonly ConfigProblem[],
+  total: number = problems.length,
+  noun = 'problems',
+): ConfigProblem[] {
+  const listed = problems.slice(0, MAX_LISTED_PROBLEMS).map((problem) => ({
+    file: cutText(problem.file, MAX_PROBLEM_NAME_LENGTH),
+    path: cutText(problem.path, MAX_PROBLEM_NAME_LENGTH),
+    message: cutText(problem.message, MAX_PROBLEM_MESSAGE_LENGTH),
+  }));
+  const more = Math.max(total, problems.length) - listed.length;
+  if (more > 0) {
+    listed.push({
+      file: '',
+      path: '',
+      message: `and ${more} more ${noun} (only the first ${MAX_LISTED_PROBLEMS} are listed)`,
+    });
+  }
+  return listed;
+}
+
+/**
+ * A configuration file set failed validation. Lists the first problems (see
+ * {@link boundProblems}) and counts them all.
+ */
+export class ConfigError extends SluiceError {
+  /** The first problems, in file order, then an `and N more` entry when some were left out. */
+  readonly problems: readonly ConfigProblem[];
+  /** How many problems there were in all. */
+  readonly problemCount: number;
+
+  /**
+   * @param problems every problem, or the first ones of `total`
+   * @param total how many there were in all (default: `problems.length`)
+   */
+  constructor(problems: readonly ConfigProblem[], total: number = problems.length) {
+    const listed = boundProblems(problems, total);
+    super('INVALID_CONFIG', listed.map(formatConfigProblem).join('\n'));
     this.name = 'ConfigError';
-    this.problems = problems;
+    this.problems = listed;
+    this.problemCount = Math.max(total, problems.length);
   }
 }

@@ -95,6 +95,22 @@ export class Reader {
   }
 }
 
+/**
+ * Shortest accepted wait between attempts or flushes, ms: below it a loop that waits this long
+ * (a reconnect to a server that refuses at once, an idle stats flush) burns a core for nothing.
+ */
+const MIN_INTERVAL_MS = 100;
+
+/** A duration setting that must be at least {@link MIN_INTERVAL_MS}; a shorter one is a problem. */
+export function atLeast(r: Reader, name: string, fallback: number): number {
+  const ms = r.duration(name, fallback);
+  if (ms >= MIN_INTERVAL_MS) return ms;
+  r.problems.push(
+    `${name}=${JSON.stringify(r.raw(name))}: expected at least ${MIN_INTERVAL_MS}ms, such as ${fallback / 1000}s (the default); a shorter interval loops without rest`,
+  );
+  return fallback;
+}
+
 const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
   ns: 1e-6,
   us: 1e-3,

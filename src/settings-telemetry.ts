@@ -4,7 +4,7 @@
  * (docs/operations-metrics.md, docs/operations-tracing.md).
  */
 import { compileGoPattern, type Mogrifier, type Tag } from './metrics/statsd-format.js';
-import type { Reader } from './settings-reader.js';
+import { atLeast, type Reader } from './settings-reader.js';
 import type { TracingSettings } from './tracing/tracing.js';
 
 /** Where stats are pushed or served besides the HTTP port's `/metrics`. */
@@ -71,10 +71,7 @@ export function statsSettings(r: Reader): StatsSettings {
   if (protocolText !== 'tcp' && protocolText !== 'udp') {
     r.problems.push(`STATSD_PROTOCOL=${JSON.stringify(protocolText)}: expected tcp or udp`);
   }
-  const flushIntervalMs = r.duration('STATS_FLUSH_INTERVAL', 10_000);
-  if (flushIntervalMs === 0) {
-    r.problems.push('STATS_FLUSH_INTERVAL=0: expected a duration above 0, such as 10s');
-  }
+  const flushIntervalMs = atLeast(r, 'STATS_FLUSH_INTERVAL', 10_000);
 
   const addrText = r.string('PROMETHEUS_ADDR', ':9090');
   const addr = /^(.*):(\d{1,5})$/.exec(addrText);
@@ -102,7 +99,7 @@ export function statsSettings(r: Reader): StatsSettings {
     statsdHost: r.string('STATSD_HOST', 'localhost'),
     statsdPort: r.int('STATSD_PORT', 8125, 1, 65535),
     statsdProtocol: protocolText === 'udp' ? 'udp' : 'tcp',
-    flushIntervalMs: flushIntervalMs === 0 ? 10_000 : flushIntervalMs,
+    flushIntervalMs,
     extraTags: tagMap(r, 'EXTRA_TAGS'),
     mogrifiers: sink === 'dogstatsd' ? rules : [],
     prometheusHost,

@@ -9,7 +9,7 @@ import { SluiceError } from './errors.js';
 import { ALGORITHMS, DEFAULT_ALGORITHM, type Algorithm } from './algorithms/index.js';
 import type { LogLevel } from './logging/logger.js';
 import { redactUrl } from './logging/redact.js';
-import { goDurationMs, Reader } from './settings-reader.js';
+import { atLeast, goDurationMs, Reader } from './settings-reader.js';
 import { statsSettings, tracingSettings, type StatsSettings } from './settings-telemetry.js';
 import type { RedisStoreOptions, StoreOptions } from './stores/index.js';
 import type { StoreFailureMode } from './stores/failure-policy.js';
@@ -566,7 +566,7 @@ function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOp
     nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
     nodeMetadata: keyValueList(r, 'CONFIG_GRPC_XDS_NODE_METADATA', '=', false),
     headers: keyValueList(r, 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', ':', true),
-    connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
+    connectRetryIntervalMs: atLeast(r, 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
     backoffInitialMs,
     backoffMaxMs,
     backoffFactor: backoffFactor(r),

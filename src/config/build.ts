@@ -7,6 +7,7 @@ import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import { UNIT_MS, type RateLimitRule, type RateLimitUnit, type RuleLimit } from '../model.js';
 import { ConfigLevel, ConfigNode, type Algorithm, type LimitMatch } from './types.js';
 import type { DescriptorConfig, FileConfig, RateLimitConfig } from './validate.js';
+import { cutText } from '../errors.js';
 import { compileGlob, isKeyWildcard, isWildcard } from './glob.js';
 
 /** A built domain: its tree and its rules for `/rlconfig`. */
@@ -29,42 +30,106 @@ export interface BuiltDomain {
 const UNLIMITED_PLACEHOLDER_UNIT: RateLimitUnit = 'second';
 
 /**
- * Build the trees of a valid file set. Files of one domain are merged in order (only reached
- * when merging is allowed; validation rejected the duplicates otherwise).
+ * One descriptor of a valid file, flattened: what the tree needs of it, without its nested
+ * descriptors, which follow it in a {@link BuildRecord} list one `depth` deeper. Plain data, so a
+ * rule set validated in a worker thread crosses to the serving thread in slices.
  */
-export function buildDomains(
-  configs: readonly FileConfig[],
-  defaultAlgorithm: Algorithm = DEFAULT_ALGORITHM,
-): Map<string, BuiltDomain> {
-  const domains = new Map<string, BuiltDomain>();
-  for (const config of configs) {
-    let domain = domains.get(config.domain);
-    if (domain === undefined) {
-      domain = { name: config.domain, files: [], root: new ConfigLevel(), dumpLines: [] };
-      domains.set(config.domain, domain);
-    }
-    domain.files.push(config.file);
-    addDescriptors(
-      domain,
-      domain.root,
-      config.descriptors,
-      `${config.domain}.`,
-      [],
-      defaultAlgorithm,
-    );
-  }
-  return domains;
+export interface FlatDescriptor extends Omit<
+  DescriptorConfig,
+  'descriptors' | 'path' | 'position'
+> {
+  /** 0 for a top-level descriptor, its parent's depth + 1 for a nested one. */
+  readonly depth: number;
+  /** Whether nested descriptors follow. */
+  readonly hasChildren: boolean;
 }
 
-function addDescriptors(
-  domain: BuiltDomain,
-  level: ConfigLevel,
-  descriptors: readonly DescriptorConfig[],
-  parentKey: string,
-  sharedByDepth: readonly (string | undefined)[],
-  defaultAlgorithm: Algorithm,
-): void {
-  for (const descriptor of descriptors) {
+/** A file starts: its descriptors follow. */
+export interface FileStart {
+  /** The file (or xDS resource) name. */
+  readonly file: string;
+  /** Its domain. */
+  readonly domain: string;
+}
+
+/** One step of building: a file starts, or one of its descriptors (in depth-first order). */
+export type BuildRecord = FileStart | FlatDescriptor;
+
+/** A valid file set as build records: each file's start, then its descriptors, depth first. */
+export function flattenConfigs(configs: readonly FileConfig[]): BuildRecord[] {
+  const records: BuildRecord[] = [];
+  const add = (descriptors: readonly DescriptorConfig[], depth: number): void => {
+    for (const {
+      descriptors: children,
+      path: _path,
+      position: _position,
+      ...rest
+    } of descriptors) {
+      records.push({ ...rest, depth, hasChildren: children.length > 0 });
+      add(children, depth + 1);
+    }
+  };
+  for (const config of configs) {
+    records.push({ file: config.file, domain: config.domain });
+    add(config.descriptors, 0);
+  }
+  return records;
+}
+
+/** Where the next descriptor of one depth goes. */
+interface Frame {
+  readonly level: ConfigLevel;
+  readonly parentKey: string;
+  readonly sharedByDepth: readonly (string | undefined)[];
+}
+
+/**
+ * Builds the domains' trees one record at a time, so a caller can stop between records and let
+ * the event loop turn. Files of one domain are merged in order (only reached when merging is
+ * allowed; validation rejected the duplicates otherwise).
+ */
+export class DomainsBuilder {
+  readonly #domains = new Map<string, BuiltDomain>();
+  readonly #defaultAlgorithm: Algorithm;
+  #domain: BuiltDomain | undefined;
+  /** The frame of each depth on the path to the last descriptor. */
+  readonly #frames: Frame[] = [];
+
+  constructor(defaultAlgorithm: Algorithm = DEFAULT_ALGORITHM) {
+    this.#defaultAlgorithm = defaultAlgorithm;
+  }
+
+  /** Add the next record. */
+  add(record: BuildRecord): void {
+    if ('file' in record) this.#startFile(record);
+    else this.#addDescriptor(record);
+  }
+
+  /** The domains built so far (all of them once every record was added). */
+  domains(): Map<string, BuiltDomain> {
+    return this.#domains;
+  }
+
+  #startFile(start: FileStart): void {
+    let domain = this.#domains.get(start.domain);
+    if (domain === undefined) {
+      domain = { name: start.domain, files: [], root: new ConfigLevel(), dumpLines: [] };
+      this.#domains.set(start.domain, domain);
+    }
+    domain.files.push(start.file);
+    this.#domain = domain;
+    this.#frames.length = 0;
+    this.#frames.push({ level: domain.root, parentKey: `${start.domain}.`, sharedByDepth: [] });
+  }
+
+  #addDescriptor(descriptor: FlatDescriptor): void {
+    const domain = this.#domain;
+    const frame = this.#frames[descriptor.depth];
+    if (domain === undefined || frame === undefined) {
+      throw new Error(`build record out of order: a descriptor at depth ${descriptor.depth}`);
+    }
+    this.#frames.length = descriptor.depth + 1;
+    const { level, parentKey, sharedByDepth } = frame;
     const order = level.declared++;
     const keyWildcard = isKeyWildcard(descriptor.key);
     const wildcard = !keyWildcard && descriptor.value !== '' && isWildcard(descriptor.value);
@@ -76,23 +141,16 @@ function addDescriptors(
     const shared = sharedByDepth.concat(descriptor.shareThreshold ? sharedPattern : undefined);
 
     let children: ConfigLevel | undefined;
-    if (descriptor.descriptors.length > 0) {
+    if (descriptor.hasChildren) {
       children = new ConfigLevel();
-      addDescriptors(
-        domain,
-        children,
-        descriptor.descriptors,
-        `${fullKey}.`,
-        shared,
-        defaultAlgorithm,
-      );
+      this.#frames.push({ level: children, parentKey: `${fullKey}.`, sharedByDepth: shared });
     }
 
     let match: LimitMatch | undefined;
     const configs =
       descriptor.rateLimits ?? (descriptor.rateLimit === undefined ? [] : [descriptor.rateLimit]);
     if (configs.length > 0) {
-      const rule = buildRule(descriptor, configs, fullKey, defaultAlgorithm);
+      const rule = buildRule(descriptor, configs, fullKey, this.#defaultAlgorithm);
       match = buildMatch(rule, shared);
       domain.dumpLines.push(dumpLine(rule));
     }
@@ -103,7 +161,7 @@ function addDescriptors(
       level.keyWildcards.push(Object.freeze({ glob: compileGlob(finalKey), node, order }));
     if (descriptor.value === '') {
       level.defaults.set(descriptor.key, node);
-      continue;
+      return;
     }
     let byValue = level.exact.get(descriptor.key);
     if (byValue === undefined) {
@@ -122,6 +180,16 @@ function addDescriptors(
       list.push(Object.freeze({ glob: compileGlob(descriptor.value), node, order }));
     }
   }
+}
+
+/** Build the trees of a valid file set in one go (see {@link DomainsBuilder}). */
+export function buildDomains(
+  configs: readonly FileConfig[],
+  defaultAlgorithm: Algorithm = DEFAULT_ALGORITHM,
+): Map<string, BuiltDomain> {
+  const builder = new DomainsBuilder(defaultAlgorithm);
+  for (const record of flattenConfigs(configs)) builder.add(record);
+  return builder.domains();
 }
 
 /** One limit of a rule, with the default algorithm applied. */
@@ -143,7 +211,7 @@ function buildLimit(config: RateLimitConfig, defaultAlgorithm: Algorithm): RuleL
  * (its name is the one `replaces` refers to); `replaces` is the union over every limit.
  */
 function buildRule(
-  descriptor: DescriptorConfig,
+  descriptor: FlatDescriptor,
   configs: readonly RateLimitConfig[],
   fullKey: string,
   defaultAlgorithm: Algorithm,
@@ -183,8 +251,15 @@ function buildMatch(
   });
 }
 
-/** The reference's `/rlconfig` line for a rule. */
+/**
+ * Longest rule key (`domain.key_value...`) an `/rlconfig` line echoes, in characters: a rule may
+ * hold a value of any length (from a file of up to 8 MiB, or an xDS resource), and the console
+ * and operators read these lines.
+ */
+const MAX_DUMPED_KEY_LENGTH = 1_024;
+
+/** The reference's `/rlconfig` line for a rule (its key cut past {@link MAX_DUMPED_KEY_LENGTH}). */
 function dumpLine(rule: RateLimitRule): string {
   const unit = rule.unlimited ? 'UNKNOWN' : rule.unit.toUpperCase();
-  return `${rule.fullKey}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}`;
+  return `${cutText(rule.fullKey, MAX_DUMPED_KEY_LENGTH)}: unit=${unit} requests_per_unit=${rule.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}`;
 }

@@ -5,7 +5,13 @@ import { readFile, readdir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ConfigError, SluiceError, type ConfigProblem } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
-import { buildSnapshot, compareNames } from './snapshot.js';
+import {
+  buildSnapshotFrom,
+  type BuildJob,
+  type BuildOptions,
+  type PreparedRuleSets,
+} from './offthread.js';
+import { compareNames } from './snapshot.js';
 import {
   MAX_RULE_FILE_LENGTH,
   validateFiles,
@@ -87,27 +93,39 @@ export async function collectConfigFiles(paths: readonly string[]): Promise<stri
  */
 export async function loadSnapshot(
   paths: readonly string[],
-  options: ConfigOptions = {},
+  options: BuildOptions = {},
 ): Promise<ConfigSnapshot> {
   const scan = await scanConfigPaths(paths);
   return snapshotOfFiles(scan.files, scan.problems, options);
 }
 
 /**
- * Read `files` and build a snapshot. Throws one ConfigError with `pathProblems` (from the scan),
- * every unreadable file and every validation problem of the files that could be read.
+ * Rule files read into memory -> snapshot: validated in a worker thread (./build-worker.ts) when
+ * large (see ./offthread.ts). The problems of paths and files that could not be read come along
+ * and refuse the set with those of the files that could.
+ */
+export const FILES_JOB: BuildJob<PreparedRuleSets> = {
+  worker: new URL('./build-worker.js', import.meta.url),
+  prepare: (data) => data,
+};
+
+/**
+ * Read `files` and build a snapshot, without stalling the event loop for a large set (see
+ * ./offthread.ts). Throws one ConfigError with `pathProblems` (from the scan), every unreadable
+ * file and every validation problem of the files that could be read.
  */
 export async function snapshotOfFiles(
   files: readonly string[],
   pathProblems: readonly ConfigProblem[],
-  options: ConfigOptions = {},
+  options: BuildOptions = {},
 ): Promise<ConfigSnapshot> {
   const read = await readConfigFiles(files);
-  const problems = [...pathProblems, ...read.problems];
-  if (problems.length > 0) {
-    throw new ConfigError([...problems, ...validateFiles(read.inputs, options).problems]);
-  }
-  return buildSnapshot(read.inputs, options);
+  const size = read.inputs.reduce((sum, input) => sum + input.content.length, 0);
+  const prepared: PreparedRuleSets = {
+    inputs: read.inputs,
+    problems: [...pathProblems, ...read.problems],
+  };
+  return buildSnapshotFrom(FILES_JOB, prepared, size, options);
 }
 
 /** Validate the rule files under `paths` the way `loadSnapshot` does, without throwing. */

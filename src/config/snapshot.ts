@@ -3,7 +3,7 @@
  */
 import { DEFAULT_ALGORITHM } from '../algorithms/index.js';
 import type { RequestDescriptor } from '../model.js';
-import { ConfigError, type ConfigProblem } from '../errors.js';
+import { boundProblems, ConfigError, type ConfigProblem } from '../errors.js';
 import type { Algorithm, ConfigLevel, ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
 import { buildDomains, type BuiltDomain } from './build.js';
 import { findLimit, overrideLimit } from './match.js';
@@ -31,7 +31,22 @@ export function buildSnapshot(
     buildDomains(valid, options.defaultAlgorithm),
     warnings,
     options.defaultAlgorithm ?? DEFAULT_ALGORITHM,
+    warnings.length,
   );
+}
+
+/**
+ * The snapshot of built domains (see `DomainsBuilder`): `files` sorted, `warnings` the first of
+ * `warningCount` (only the first are kept, see `boundProblems`).
+ */
+export function createSnapshot(
+  files: readonly string[],
+  built: ReadonlyMap<string, BuiltDomain>,
+  warnings: readonly ConfigProblem[],
+  defaultAlgorithm: Algorithm,
+  warningCount: number = warnings.length,
+): ConfigSnapshot {
+  return new Snapshot(files, built, warnings, defaultAlgorithm, warningCount);
 }
 
 /** Plain code-unit order, so the order never depends on the locale. */
@@ -52,10 +67,12 @@ class Snapshot implements ConfigSnapshot {
     built: ReadonlyMap<string, BuiltDomain>,
     warnings: readonly ConfigProblem[],
     defaultAlgorithm: Algorithm,
+    warningCount: number,
   ) {
     this.#defaultAlgorithm = defaultAlgorithm;
     this.files = Object.freeze([...files]);
-    this.warnings = Object.freeze([...warnings]);
+    // Bounded like a refused set's problems: they go to the log and the console.
+    this.warnings = Object.freeze(boundProblems(warnings, warningCount, 'warnings'));
     const infos = new Map<string, DomainInfo>();
     const roots = new Map<string, ConfigLevel>();
     const lines: string[] = [];

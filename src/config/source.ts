@@ -5,7 +5,7 @@
  * `buildSnapshot` (every problem of every rule set), so a rule set means the same whatever brought
  * it. A new source implements {@link RuleSource} and is chosen in app.ts.
  */
-import { ConfigError, formatConfigProblem, SluiceError } from '../errors.js';
+import { ConfigError, cutText, formatConfigProblem, SluiceError } from '../errors.js';
 import type { Logger } from '../logging/logger.js';
 import { loadSnapshot } from './load.js';
 import type { ConfigSnapshot, DomainInfo, LimitMatch } from './types.js';
@@ -45,6 +45,8 @@ export interface FileSourceOptions extends ConfigOptions {
   readonly watch?: boolean;
   /** The watcher's safety-net poll in ms (see WatchOptions.pollIntervalMs). */
   readonly pollIntervalMs?: number;
+  /** `BuildOptions.onProgress` of every load's build (see ./offthread.ts). */
+  readonly onBuildProgress?: ((recordsBuilt: number) => void) | undefined;
 }
 
 /**
@@ -55,6 +57,8 @@ export interface FileSourceOptions extends ConfigOptions {
 export function createFileSource(options: FileSourceOptions): RuleSource {
   let watcher: ConfigWatcher | undefined;
   let closed = false;
+  // Stops the first load's build when the source closes during it.
+  const abort = new AbortController();
   return {
     kind: 'file',
     async start(listener) {
@@ -69,6 +73,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
               maxRulesPerFile: options.maxRulesPerFile,
               maxRules: options.maxRules,
               pollIntervalMs: options.pollIntervalMs,
+              onBuildProgress: options.onBuildProgress,
               onSnapshot(snapshot) {
                 reloaded = true;
                 listener.onSnapshot(snapshot);
@@ -77,7 +82,14 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
             });
       try {
         await watcher?.ready;
-        const initial = await loadSnapshot(options.paths, options);
+        const initial = await loadSnapshot(options.paths, {
+          mergeDomainConfigs: options.mergeDomainConfigs,
+          defaultAlgorithm: options.defaultAlgorithm,
+          maxRulesPerFile: options.maxRulesPerFile,
+          maxRules: options.maxRules,
+          signal: abort.signal,
+          onProgress: options.onBuildProgress,
+        });
         if (closed) return;
         // A reload that finished during the first load is newer: keep it.
         if (!reloaded) listener.onSnapshot(initial);
@@ -88,6 +100,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
     },
     close() {
       closed = true;
+      abort.abort();
       watcher?.close();
     },
   };
@@ -154,7 +167,10 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
         ? 'rate limit config reloaded'
         : `rate limit config loaded from ${options.origin} source`;
       loaded = true;
-      const fields = { files: snapshot.files, domains: [...snapshot.domains.keys()] };
+      const fields = {
+        files: boundNames(snapshot.files),
+        domains: boundNames([...snapshot.domains.keys()]),
+      };
       if (snapshot.domains.size === 0) {
         // Every call is answered OK from now on: say so loudly (sluice_config_domains is 0 too).
         logger.warn(
@@ -174,7 +190,9 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
     onError(error) {
       counters.configLoadError++;
       const problems =
-        error instanceof ConfigError ? error.problems.map(formatConfigProblem) : [error.message];
+        error instanceof ConfigError
+          ? error.problems.map(formatConfigProblem)
+          : [cutText(error.message, MAX_LOGGED_MESSAGE_LENGTH)];
       logger.error(
         { problems },
         loaded
@@ -183,4 +201,22 @@ export function createServingConfig(options: ServingConfigOptions): ServingConfi
       );
     },
   };
+}
+
+/** Longest message of an unexpected load failure a log line echoes, in characters. */
+const MAX_LOGGED_MESSAGE_LENGTH = 4096;
+
+/** Most file or domain names one log line lists. */
+const MAX_LOGGED_NAMES = 20;
+
+/** Longest name a log line echoes, in characters (an xDS resource name can be a megabyte). */
+const MAX_LOGGED_NAME_LENGTH = 256;
+
+/** The first names of a list for a log line, each cut, then `and N more` when some are left out. */
+function boundNames(names: readonly string[]): string[] {
+  const listed = names
+    .slice(0, MAX_LOGGED_NAMES)
+    .map((name) => cutText(name, MAX_LOGGED_NAME_LENGTH));
+  if (names.length > listed.length) listed.push(`and ${names.length - listed.length} more`);
+  return listed;
 }

@@ -29,6 +29,8 @@ export interface WatchOptions {
    * fingerprint changed.
    */
   readonly pollIntervalMs?: number;
+  /** `BuildOptions.onProgress` of every reload's build (tests watch the build advance with it). */
+  readonly onBuildProgress?: ((recordsBuilt: number) => void) | undefined;
   /** Called with each new, valid snapshot. */
   onSnapshot(snapshot: ConfigSnapshot): void;
   /**
@@ -89,6 +91,8 @@ class Watch implements ConfigWatcher {
   private timer: NodeJS.Timeout | undefined;
   private readonly poll: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Stops a build in progress on close (its worker thread ends). */
+  private readonly abort = new AbortController();
   private running = false;
   private pending = false;
   private forceNext = false;
@@ -109,6 +113,7 @@ class Watch implements ConfigWatcher {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.abort.abort();
     if (this.timer !== undefined) clearTimeout(this.timer);
     if (this.poll !== undefined) clearInterval(this.poll);
     for (const { watcher } of this.watchers.values()) closeQuietly(watcher);
@@ -157,6 +162,8 @@ class Watch implements ConfigWatcher {
           defaultAlgorithm: this.options.defaultAlgorithm,
           maxRulesPerFile: this.options.maxRulesPerFile,
           maxRules: this.options.maxRules,
+          signal: this.abort.signal,
+          onProgress: this.options.onBuildProgress,
         });
       } catch (error) {
         this.fail(error);

@@ -42,6 +42,24 @@ describe('CONFIG_TYPE', () => {
 });
 
 describe('xDS client settings', () => {
+  it('refuses a connect retry interval under 100ms, which would retry in a busy loop (issue 31)', () => {
+    for (const text of ['0s', '0', '1ns', '99ms']) {
+      expect(
+        problem({
+          CONFIG_TYPE: 'GRPC_XDS_SOTW',
+          CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: text,
+        }),
+      ).toContain(
+        `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL=${JSON.stringify(text)}: expected at least 100ms`,
+      );
+    }
+    const s = loadSettings({
+      CONFIG_TYPE: 'GRPC_XDS_SOTW',
+      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '100ms',
+    });
+    expect(s.xds?.connectRetryIntervalMs).toBe(100);
+  });
+
   it("has the reference's defaults", () => {
     const s = loadSettings({ CONFIG_TYPE: 'GRPC_XDS_SOTW' });
     expect(s.xds).toEqual({

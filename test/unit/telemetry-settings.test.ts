@@ -74,9 +74,18 @@ describe('stats settings', () => {
     });
     expect(message).toContain('EXTRA_TAGS="env=prod": "env=prod" is not key:value');
     expect(message).toContain('PROMETHEUS_ADDR="9090": expected host:port or :port');
-    expect(message).toContain('STATS_FLUSH_INTERVAL=0: expected a duration above 0');
+    expect(message).toContain('STATS_FLUSH_INTERVAL="0": expected at least 100ms');
     expect(message).toContain('STATSD_PROTOCOL="quic": expected tcp or udp');
     expect(message).toContain('PROMETHEUS_PATH="metrics"');
+  });
+
+  it('refuses a flush interval under 100ms, which would spin while idle (issue 31)', () => {
+    for (const text of ['1ns', '1ms', '99ms']) {
+      expect(problems({ STATS_FLUSH_INTERVAL: text })).toContain(
+        `STATS_FLUSH_INTERVAL=${JSON.stringify(text)}: expected at least 100ms`,
+      );
+    }
+    expect(loadSettings({ STATS_FLUSH_INTERVAL: '100ms' }).stats.flushIntervalMs).toBe(100);
   });
 
   it('reads DogStatsD mogrifiers in the order named, and rejects incomplete ones', () => {

@@ -6,9 +6,13 @@
  */
 import path from 'node:path';
 import protobuf from 'protobufjs';
-import type { ConfigProblem } from '../../errors.js';
+import { cutText, type ConfigProblem } from '../../errors.js';
+import type { BuildJob, PreparedRuleSets } from '../../config/offthread.js';
 import type { ConfigFileInput } from '../../config/validate.js';
 import { PROTO_DIR } from '../grpc/proto.js';
+
+/** Longest text of a response (a type URL) a problem echoes, in characters. */
+export const MAX_ECHOED_LENGTH = 128;
 
 /** The type URL of the reference's rule set resource. */
 export const RATE_LIMIT_CONFIG_TYPE_URL =
@@ -95,7 +99,7 @@ export function decodeRuleSets(resources: readonly AnyResource[]): DecodedRuleSe
       problems.push({
         file: label,
         path: '',
-        message: `unexpected resource type ${JSON.stringify(resource.type_url ?? '')}; expected ${RATE_LIMIT_CONFIG_TYPE_URL}`,
+        message: `unexpected resource type ${JSON.stringify(cutText(resource.type_url ?? '', MAX_ECHOED_LENGTH))}; expected ${RATE_LIMIT_CONFIG_TYPE_URL}`,
       });
       return;
     }
@@ -184,3 +188,17 @@ export function withoutPosition(problem: ConfigProblem): ConfigProblem {
     .replace(/ at line \d+, column \d+/g, ' earlier');
   return { ...problem, message };
 }
+
+/**
+ * A response's resources -> snapshot (see config/offthread.ts): decoded and validated in a worker
+ * thread (./build-worker.ts) when large. A resource that does not decode refuses the update
+ * with the decoding problems only, as before a build; validation problems lose their positions.
+ */
+export const RESOURCES_JOB: BuildJob<readonly AnyResource[]> = {
+  worker: new URL('./build-worker.js', import.meta.url),
+  prepare(resources): PreparedRuleSets {
+    const decoded = decodeRuleSets(resources);
+    return decoded.problems.length > 0 ? { inputs: [], problems: decoded.problems } : decoded;
+  },
+  mapProblem: withoutPosition,
+};

@@ -17,18 +17,19 @@ import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { ConfigError, SluiceError, type ConfigProblem } from '../../errors.js';
+import { ConfigError, cutText, SluiceError, type ConfigProblem } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
-import { buildSnapshot } from '../../config/snapshot.js';
+import { buildSnapshotFrom } from '../../config/offthread.js';
 import type { RuleSource } from '../../config/source.js';
+import type { ConfigSnapshot } from '../../config/types.js';
 import type { ConfigOptions } from '../../config/validate.js';
 import { SLUICE_VERSION } from '../../version.js';
 import { PROTO_DIR } from '../grpc/proto.js';
 import type { XdsOptions } from './options.js';
 import {
-  decodeRuleSets,
+  MAX_ECHOED_LENGTH,
   RATE_LIMIT_CONFIG_TYPE_URL,
-  withoutPosition,
+  RESOURCES_JOB,
   type AnyResource,
 } from './resources.js';
 
@@ -62,6 +63,21 @@ interface DiscoveryResponse {
   nonce?: string;
 }
 
+/** One response to apply, with the stream it came on and how to answer on that stream. */
+interface Update {
+  readonly response: DiscoveryResponse;
+  readonly stream: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  readonly send: (nonce: string, errorDetail?: DiscoveryRequest['error_detail']) => void;
+}
+
+/** Longest version or nonce a log line echoes, in characters (a server may send megabytes). */
+const MAX_LOGGED_LENGTH = 128;
+
+/** The bytes of a response's resources: what decides whether the build goes to a worker. */
+function sizeOf(resources: readonly AnyResource[]): number {
+  return resources.reduce((sum, resource) => sum + (resource.value?.length ?? 0), 0);
+}
+
 /** Options of {@link createXdsSource}. */
 export interface XdsSourceOptions extends ConfigOptions {
   /** The client's settings. */
@@ -70,6 +86,8 @@ export interface XdsSourceOptions extends ConfigOptions {
   readonly logger: Logger;
   /** Random numbers in [0, 1) for the backoff's jitter (default Math.random). */
   readonly random?: () => number;
+  /** `BuildOptions.onProgress` of every update's build (see config/offthread.ts). */
+  readonly onBuildProgress?: ((recordsBuilt: number) => void) | undefined;
 }
 
 /** The TLS files' bytes. */
@@ -132,10 +150,59 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
   /** Whether the last failure was already logged at warn (log once per state change). */
   let failing = false;
 
+  /** The response waiting for the build in progress (only the newest is kept). */
+  let waiting: Update | undefined;
+  let building = false;
+  /** Stops a build in progress when the source closes (its worker thread ends). */
+  const abort = new AbortController();
+  let deliver: ((update: Update) => Promise<void>) | undefined;
+
+  /**
+   * Take updates one at a time, in order; one that arrives during a build waits, and a newer one
+   * replaces it (each response is the whole state, so the older is never applied nor answered).
+   */
+  const enqueue = (update: Update): void => {
+    if (building) {
+      waiting = update;
+      return;
+    }
+    building = true;
+    void deliver?.(update).finally(() => {
+      building = false;
+      const next = waiting;
+      waiting = undefined;
+      if (next !== undefined && !closed) enqueue(next);
+    });
+  };
+
   return {
     kind: 'xds',
     start(listener) {
       return new Promise<void>((resolveFirst) => {
+        deliver = async ({ response, stream, send }) => {
+          const nonce = response.nonce ?? '';
+          const version = response.version_info ?? '';
+          // Both come from the server and may be of any length: cut for the log.
+          const logged = {
+            version: cutText(version, MAX_LOGGED_LENGTH),
+            nonce: cutText(nonce, MAX_LOGGED_LENGTH),
+          };
+          const verdict = await judgeResponse(response, options, abort.signal);
+          if (closed) return;
+          // A stream that broke during the build is not answered; its successor resends.
+          const current = call === stream;
+          if (verdict instanceof ConfigError) {
+            listener.onError(verdict);
+            logger.warn(logged, 'xDS update refused (NACK)');
+            if (current) send(nonce, { code: INVALID_ARGUMENT, message: verdict.message });
+          } else {
+            listener.onSnapshot(verdict);
+            acceptedVersion = version;
+            logger.debug(logged, 'xDS update applied (ACK)');
+            if (current) send(nonce);
+          }
+          resolveFirst();
+        };
         const connect = (): void => {
           timer = undefined;
           if (closed) return;
@@ -167,36 +234,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
               if (failing) logger.info({ server: xds.serverUrl }, 'xDS stream restored');
               failing = false;
             }
-            const nonce = response.nonce ?? '';
-            const version = response.version_info ?? '';
-            const problems = checkResponse(response);
-            const decoded = decodeRuleSets(response.resources ?? []);
-            problems.push(...decoded.problems);
-            let snapshot;
-            if (problems.length === 0) {
-              try {
-                snapshot = buildSnapshot(decoded.inputs, options);
-              } catch (error) {
-                if (error instanceof ConfigError) {
-                  problems.push(...error.problems.map(withoutPosition));
-                } else {
-                  const message = error instanceof Error ? error.message : String(error);
-                  problems.push({ file: 'response', path: '', message });
-                }
-              }
-            }
-            if (snapshot === undefined) {
-              const error = new ConfigError(problems);
-              listener.onError(error);
-              logger.warn({ version, nonce }, 'xDS update refused (NACK)');
-              send(nonce, { code: INVALID_ARGUMENT, message: error.message });
-            } else {
-              listener.onSnapshot(snapshot);
-              acceptedVersion = version;
-              logger.debug({ version, nonce }, 'xDS update applied (ACK)');
-              send(nonce);
-            }
-            resolveFirst();
+            enqueue({ response, stream, send });
           });
           const onFailure = (details: string): void => {
             if (closed || call !== stream) return;
@@ -233,6 +271,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     },
     close() {
       closed = true;
+      abort.abort();
       if (timer !== undefined) clearTimeout(timer);
       call?.cancel();
       call = undefined;
@@ -260,6 +299,34 @@ export function backoffDelayMs(
   return Math.round(Math.min(max, Math.max(min, ms)));
 }
 
+/**
+ * The snapshot of a response, or the ConfigError that refuses it (its type, or its resources'
+ * problems, or a build that failed). Never throws.
+ */
+async function judgeResponse(
+  response: DiscoveryResponse,
+  options: XdsSourceOptions,
+  signal: AbortSignal,
+): Promise<ConfigSnapshot | ConfigError> {
+  const problems = checkResponse(response);
+  if (problems.length > 0) return new ConfigError(problems);
+  const resources = response.resources ?? [];
+  try {
+    return await buildSnapshotFrom(RESOURCES_JOB, resources, sizeOf(resources), {
+      mergeDomainConfigs: options.mergeDomainConfigs,
+      defaultAlgorithm: options.defaultAlgorithm,
+      maxRulesPerFile: options.maxRulesPerFile,
+      maxRules: options.maxRules,
+      signal,
+      onProgress: options.onBuildProgress,
+    });
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    const message = error instanceof Error ? error.message : String(error);
+    return new ConfigError([{ file: 'response', path: '', message }]);
+  }
+}
+
 /** Problems of a response as a whole (its type). */
 function checkResponse(response: DiscoveryResponse): ConfigProblem[] {
   const typeUrl = response.type_url ?? '';
@@ -268,7 +335,7 @@ function checkResponse(response: DiscoveryResponse): ConfigProblem[] {
     {
       file: 'response',
       path: '',
-      message: `unexpected type_url ${JSON.stringify(typeUrl)}; sluice subscribes to ${RATE_LIMIT_CONFIG_TYPE_URL} only`,
+      message: `unexpected type_url ${JSON.stringify(cutText(typeUrl, MAX_ECHOED_LENGTH))}; sluice subscribes to ${RATE_LIMIT_CONFIG_TYPE_URL} only`,
     },
   ];
 }
