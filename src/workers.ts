@@ -10,9 +10,11 @@
  * - SIGTERM or SIGINT to the primary drains every worker (each finishes its in-flight calls, as a
  *   single process does) and the primary exits when all have; a second signal ends them at once;
  * - a worker that dies is replaced; one that fails while starting (bad rules, a busy port) stops
- *   the whole service with its error, as a single process would;
+ *   the whole service with its error, as a single process would; a connection the primary was
+ *   handing to it when it died is closed, not held (see {@link trackHandoffs});
  * - worker 1 writes the start-up line, with `workers: N`.
  */
+import type { ChildProcess } from 'node:child_process';
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
@@ -86,6 +88,54 @@ export function onShutdown(stop: () => void): void {
   process.on('disconnect', stop);
 }
 
+/** A connection node:cluster's primary accepted and passes to a worker (a libuv TCP handle). */
+interface HandedConnection {
+  close(): void;
+}
+
+/**
+ * node:cluster's round-robin scheduling (the default on Linux) accepts every connection in the
+ * primary and sends it to a worker with an internal `newconn` message; the primary closes its copy
+ * only when the worker acknowledges it. A worker killed between the two never acknowledges, and
+ * node leaves the primary's copy open for good: the client waits for an answer that cannot come
+ * and the primary leaks the descriptor (issue 31). This watches those messages on the worker's
+ * channel and, once the worker has exited, closes every connection still unacknowledged, so the
+ * client sees the connection end, as it does for the connections the dead worker had accepted.
+ * The messages are node's own; if their form ever changes, nothing matches and nothing is done.
+ */
+function trackHandoffs(worker: Worker): void {
+  const child = worker.process as ChildProcess & {
+    send(message: unknown, handle?: unknown, ...rest: unknown[]): boolean;
+  };
+  const unacknowledged = new Map<number, HandedConnection>();
+  const send = child.send.bind(child);
+  child.send = (message: unknown, handle?: unknown, ...rest: unknown[]): boolean => {
+    const m = message as { cmd?: unknown; act?: unknown; seq?: unknown } | null;
+    if (
+      m?.cmd === 'NODE_CLUSTER' &&
+      m.act === 'newconn' &&
+      typeof m.seq === 'number' &&
+      typeof (handle as Partial<HandedConnection> | undefined)?.close === 'function'
+    ) {
+      unacknowledged.set(m.seq, handle as HandedConnection);
+    }
+    return send(message, handle, ...rest);
+  };
+  child.on('internalMessage', (message: { cmd?: unknown; ack?: unknown } | null) => {
+    if (message?.cmd === 'NODE_CLUSTER' && typeof message.ack === 'number') {
+      unacknowledged.delete(message.ack);
+    }
+  });
+  // On 'exit', not 'disconnect': node postpones the channel's 'disconnect' while a sent handle
+  // waits for the dead worker's receipt, that is, for ever in this very case. Once the worker is
+  // gone the primary's copy has no use, whether the worker had taken the connection or not (a
+  // late ack makes node close it again, which does nothing).
+  child.once('exit', () => {
+    for (const handle of unacknowledged.values()) handle.close();
+    unacknowledged.clear();
+  });
+}
+
 /**
  * The primary: fork `workers` workers (this same program), serve them metrics, replace any that
  * die, and drain them all on SIGTERM/SIGINT. Resolves to the exit code.
@@ -102,9 +152,13 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
     const fork = (n: number): void => {
       const worker = cluster.fork({ SLUICE_WORKER: String(n), SLUICE_WORKERS: String(workers) });
       numbers.set(worker, n);
+      trackHandoffs(worker);
       worker.on('message', (message: Message) => {
         if (message?.type === READY) {
           if (!started && ++ready === workers) started = true;
+          // A worker still starting when the shutdown was sent had no listener for it yet (a
+          // replacement, say): tell it again now that it has one.
+          if (stopping) send(worker, { type: SHUTDOWN });
         } else if (message?.type === METRICS_REQUEST) {
           aggregator.clusterMetrics().then(
             (text) => send(worker, { type: METRICS_REPLY, id: message.id, text }),
