@@ -11,7 +11,6 @@ import {
 } from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { createLimiter } from './limiter/limiter.js';
-import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -50,10 +49,10 @@ export interface AppOptions {
    */
   readonly watchPollIntervalMs?: number;
   /**
-   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * A worker process (src/workers.ts): given the app's own metrics, what `/metrics` renders
    * instead of it (the whole service's sum). `undefined`: this process's metrics.
    */
-  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  readonly metricsRender?: (metrics: Metrics) => () => Promise<string>;
   /** Server processes of the service (the start-up line's `workers`; default 1). */
   readonly workers?: number;
   /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
@@ -129,7 +128,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const metrics: Metrics =
     options.metricsRender === undefined
       ? local
-      : { ...local, render: options.metricsRender(local.registry) };
+      : { ...local, render: options.metricsRender(local) };
 
   for (const notice of settings.notices) logger.warn(notice);
 

@@ -231,7 +231,12 @@ async function serve(args: string[]): Promise<number> {
   const toDebug = (...args: unknown[]): void => grpcLog.debug(args.map(String).join(' '));
   grpc.setLogger({ error: toDebug, info: toDebug, debug: toDebug });
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
-  if (settings.workers > 1 && !isWorker()) return runPrimary(settings.workers, logger);
+  if (settings.workers > 1 && !isWorker()) {
+    return runPrimary(settings.workers, logger, {
+      maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
+      maxSeries: settings.metricsMaxSeries,
+    });
+  }
   const worker = isWorker();
   const app = await createApp({
     settings,

@@ -5,7 +5,9 @@
  * every guarantee holds whichever worker answers. The primary serves nothing itself:
  *
  * - `/metrics` (HTTP and debug ports) answers for the whole service: the worker that gets the
- *   scrape asks the primary, which sums every worker's registry (prom-client AggregatorRegistry);
+ *   scrape asks the primary, which collects every worker's report and sums them
+ *   (src/metrics/cluster.ts: one series cap for the service, a dead worker's counts kept,
+ *   concurrent scrapes sharing one collection);
  * - each worker watches the config and TLS files itself, so a reload reaches every worker;
  * - SIGTERM or SIGINT to the primary drains every worker (each finishes its in-flight calls, as a
  *   single process does) and the primary exits when all have; a second signal ends them at once;
@@ -16,13 +18,19 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import cluster, { type Worker } from 'node:cluster';
-import { AggregatorRegistry, type Registry } from 'prom-client';
+import { createLogLimiter } from './logging/limited.js';
 import type { Logger } from './logging/logger.js';
+import { createClusterMetrics, type ClusterMetrics } from './metrics/cluster.js';
+import type { Metrics, MetricsReport } from './metrics/metrics.js';
 
 /** A worker asks the primary for the whole service's metrics. */
 const METRICS_REQUEST = 'sluice:metrics';
 /** The primary's answer to {@link METRICS_REQUEST}. */
 const METRICS_REPLY = 'sluice:metrics-reply';
+/** The primary asks a worker for its {@link MetricsReport}. */
+const COLLECT = 'sluice:metrics-collect';
+/** A worker's answer to {@link COLLECT}. */
+const REPORT = 'sluice:metrics-report';
 /** A worker is listening. */
 const READY = 'sluice:ready';
 /** The primary tells a worker to drain and exit. */
@@ -31,11 +39,18 @@ const SHUTDOWN = 'sluice:shutdown';
 /** Pause before a dead worker is replaced, ms (so a crash loop does not spin). */
 const RESPAWN_DELAY_MS = 1_000;
 
+/**
+ * How long the primary waits for a worker's report, ms; past it the worker's last report is
+ * summed instead (a busy or stopped worker delays a scrape this long at most).
+ */
+const COLLECT_TIMEOUT_MS = 2_000;
+
 interface Message {
   readonly type?: string;
   readonly id?: number;
   readonly text?: string;
   readonly error?: string;
+  readonly report?: MetricsReport;
 }
 
 /** Whether this process is a worker forked by {@link runPrimary}. */
@@ -49,16 +64,18 @@ export function workerNumber(): number {
 }
 
 /**
- * In a worker: what `/metrics` renders, the sum over every worker (the primary asks each for
- * `registry`). Call once, before serving.
+ * In a worker: what `/metrics` renders, the sum over every worker (the primary collects each
+ * one's `metrics.report()`). Call once, before serving.
  */
-export function workerMetricsRender(registry: Registry): () => Promise<string> {
-  AggregatorRegistry.setRegistries([registry]);
-  // Constructing one adds prom-client's listener that answers the primary's requests.
-  new AggregatorRegistry();
+export function workerMetricsRender(metrics: Metrics): () => Promise<string> {
   let next = 0;
   const pending = new Map<number, { resolve(text: string): void; reject(e: Error): void }>();
   process.on('message', (message: Message) => {
+    if (message?.type === COLLECT && message.id !== undefined) {
+      const id = message.id;
+      void metrics.report().then((report) => process.send?.({ type: REPORT, id, report }));
+      return;
+    }
     if (message?.type !== METRICS_REPLY || message.id === undefined) return;
     const waiter = pending.get(message.id);
     if (waiter === undefined) return;
@@ -140,8 +157,12 @@ function trackHandoffs(worker: Worker): void {
  * The primary: fork `workers` workers (this same program), serve them metrics, replace any that
  * die, and drain them all on SIGTERM/SIGINT. Resolves to the exit code.
  */
-export function runPrimary(workers: number, logger: Logger): Promise<number> {
-  const aggregator = new AggregatorRegistry();
+export function runPrimary(
+  workers: number,
+  logger: Logger,
+  series: PrimaryMetricsOptions = {},
+): Promise<number> {
+  const metrics = createPrimaryMetrics(series, logger);
   let stopping = false;
   let ready = 0;
   let started = false;
@@ -152,6 +173,7 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
     const fork = (n: number): void => {
       const worker = cluster.fork({ SLUICE_WORKER: String(n), SLUICE_WORKERS: String(workers) });
       numbers.set(worker, n);
+      metrics.cluster.join(worker.id);
       trackHandoffs(worker);
       worker.on('message', (message: Message) => {
         if (message?.type === READY) {
@@ -160,11 +182,13 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
           // replacement, say): tell it again now that it has one.
           if (stopping) send(worker, { type: SHUTDOWN });
         } else if (message?.type === METRICS_REQUEST) {
-          aggregator.clusterMetrics().then(
+          metrics.cluster.render().then(
             (text) => send(worker, { type: METRICS_REPLY, id: message.id, text }),
             (error: Error) =>
               send(worker, { type: METRICS_REPLY, id: message.id, error: error.message }),
           );
+        } else if (message?.type === REPORT && message.report !== undefined) {
+          metrics.reported(worker, message.id, message.report);
         }
       });
     };
@@ -179,6 +203,7 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
     cluster.on('exit', (worker, code, signal) => {
       const n = numbers.get(worker) ?? 0;
       numbers.delete(worker);
+      metrics.cluster.retire(worker.id);
       if (stopping) {
         if (code !== 0) exitCode = 1;
         finish();
@@ -216,4 +241,69 @@ export function runPrimary(workers: number, logger: Logger): Promise<number> {
     process.on('SIGINT', onSignal);
     for (let n = 1; n <= workers; n++) fork(n);
   });
+}
+
+/** The series caps the primary applies to the whole service (`METRICS_MAX_SERIES*`). */
+export interface PrimaryMetricsOptions {
+  /** `METRICS_MAX_SERIES_PER_RULE`. */
+  readonly maxSeriesPerRule?: number;
+  /** `METRICS_MAX_SERIES`. */
+  readonly maxSeries?: number;
+}
+
+/**
+ * The primary's side of `/metrics`: the sum over workers, and the collection that feeds it (ask
+ * every living worker for a report, wait at most {@link COLLECT_TIMEOUT_MS}).
+ */
+function createPrimaryMetrics(
+  options: PrimaryMetricsOptions,
+  logger: Logger,
+): {
+  cluster: ClusterMetrics;
+  reported(worker: Worker, id: number | undefined, report: MetricsReport): void;
+} {
+  let next = 0;
+  /** Collection id -> the workers still to answer, and what to call when none is left. */
+  const waiting = new Map<number, { workers: Set<Worker>; done(): void }>();
+  const logLimit = createLogLimiter();
+  const collect = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const id = ++next;
+      const workers = new Set(
+        Object.values(cluster.workers ?? {}).filter(
+          (w): w is Worker => w !== undefined && w.isConnected(),
+        ),
+      );
+      const done = (): void => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        if (logLimit('slow') !== undefined) {
+          logger.warn(
+            { workers: workers.size, timeoutMs: COLLECT_TIMEOUT_MS },
+            '/metrics: a worker did not report in time; its last report is summed',
+          );
+        }
+        done();
+      }, COLLECT_TIMEOUT_MS);
+      if (workers.size === 0) {
+        done();
+        return;
+      }
+      waiting.set(id, { workers, done });
+      for (const worker of workers) worker.send({ type: COLLECT, id });
+    });
+  const metricsCluster = createClusterMetrics({ ...options, collect });
+  return {
+    cluster: metricsCluster,
+    reported(worker, id, report) {
+      metricsCluster.report(worker.id, report);
+      const collection = id === undefined ? undefined : waiting.get(id);
+      if (collection === undefined) return;
+      collection.workers.delete(worker);
+      if (collection.workers.size === 0) collection.done();
+    },
+  };
 }

@@ -288,4 +288,81 @@ describe.skipIf(requirement.skip)('WORKERS=2 with the Redis store', () => {
     sluice.proc.child.kill('SIGTERM');
     expect(await sluice.proc.exited).toBe(0);
   }, 120_000);
+
+  it('/metrics caps series for the whole service and never goes back when a worker dies (issue 31, item 7)', async () => {
+    ensureBuilt();
+    const redis = await startRedis(group);
+    const dir = await ruleDir({
+      'w.yaml':
+        'domain: w\ndescriptors:\n  - key: user\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n',
+    });
+    const httpPort = await freePort();
+    const sluice = await startSluice(group, {
+      configDir: dir,
+      grpcPort: await freePort(),
+      env: {
+        BACKEND_TYPE: 'redis',
+        REDIS_URL: `127.0.0.1:${redis.port}`,
+        CACHE_KEY_PREFIX: `w-${randomUUID()}:`,
+        WORKERS: '2',
+        PORT: String(httpPort),
+        DEBUG_PORT: String(await freePort()),
+        METRICS_MAX_SERIES_PER_RULE: '4',
+        LOG_LEVEL: 'info',
+      },
+    });
+    const primary = sluice.proc.child.pid!;
+    await waitFor('two workers', () => childrenOf(primary).length === 2, { timeoutMs: 15_000 });
+    await waitFor('the start-up line', () => /sluice listening/.test(sluice.proc.output()), {
+      timeoutMs: 15_000,
+    });
+    // Sixteen values on fresh connections: each worker sees about half of them and, alone, would
+    // give four of its own a series.
+    for (let i = 0; i < 16; i++) {
+      const r = await get(
+        httpPort,
+        '/json',
+        JSON.stringify({
+          domain: 'w',
+          descriptors: [{ entries: [{ key: 'user', value: `u${i}` }] }],
+        }),
+      );
+      expect(r.status).toBe(200);
+    }
+    const scrape = async (): Promise<string> => {
+      const r = await get(httpPort, '/metrics');
+      expect(r.status).toBe(200);
+      return r.text;
+    };
+    const first = await scrape();
+    const series = first
+      .split('\n')
+      .filter((line) =>
+        line.startsWith('ratelimit_service_rate_limit_total_hits{domain="w",key1="user_'),
+      );
+    expect(series.length, series.join('\n')).toBeLessThanOrEqual(4);
+    const hits = first
+      .split('\n')
+      .filter((line) => line.startsWith('ratelimit_service_rate_limit_total_hits{domain="w"'))
+      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    expect(hits).toBe(16);
+    const total = (text: string): number =>
+      Number(
+        /ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} (\d+)/.exec(text)?.[1],
+      );
+    expect(total(first)).toBe(16);
+
+    // A worker dies: the service's counters keep what it had counted.
+    const [victim] = childrenOf(primary);
+    process.kill(victim!, 'SIGKILL');
+    await waitFor('the worker gone', () => !childrenOf(primary).includes(victim!), {
+      timeoutMs: 10_000,
+    });
+    await waitFor('a replacement worker', () => childrenOf(primary).length === 2, {
+      timeoutMs: 15_000,
+    });
+    for (let i = 0; i < 4; i++) expect(total(await scrape())).toBeGreaterThanOrEqual(16);
+    sluice.proc.child.kill('SIGTERM');
+    expect(await sluice.proc.exited).toBe(0);
+  }, 120_000);
 });
