@@ -199,6 +199,7 @@ export default tseslint.config(
         Intl: 'readonly',
         Node: 'readonly',
         setTimeout: 'readonly',
+        prompt: 'readonly',
       },
     },
   },

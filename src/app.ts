@@ -23,6 +23,7 @@ import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
+import { createHostCheck } from './transport/http/host-check.js';
 import { createConfigStatus } from './transport/http/console/config-status.js';
 import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -251,6 +252,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     shadowMode: settings.shadowMode,
     quotaMode: settings.quotaMode,
     resetEnabled: settings.debugConsoleResetEnabled,
+    listenHost: settings.debugHost,
+    resetToken: settings.debugConsoleResetToken,
     sampleIntervalMs: options.consoleSampleIntervalMs,
   });
   const debugServer = createDebugServer({
@@ -260,6 +263,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     logger: debugLog,
     console: debugConsole,
+    hostCheck: createHostCheck(settings.debugHost, settings.debugAllowedHosts),
   });
   const tls =
     settings.grpcTls === undefined || tlsMaterial === undefined
