@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/clock.js';
+import { createManualClock, systemClock, type Clock } from '../../src/clock.js';
 import { createConfigStatus } from '../../src/transport/http/console/config-status.js';
 import { createDebugConsole } from '../../src/transport/http/console/console.js';
 import { createDebugServer } from '../../src/transport/http/debug.js';
@@ -107,15 +107,15 @@ describe('resets on a debug listener reachable from the network', () => {
   });
 
   /** A console as the app builds it for a non-loopback `DEBUG_HOST`, on a loopback port. */
-  async function exposedConsole(resetToken: string | undefined) {
+  async function exposedConsole(resetToken: string | undefined, clock: Clock = systemClock) {
     const { logger, lines } = capturingLogger();
     const debugConsole = createDebugConsole({
       snapshot: () => sluice.app.snapshot(),
       store: sluice.app.store,
       metrics: sluice.app.metrics,
       health: sluice.app.health,
-      configStatus: createConfigStatus(systemClock),
-      clock: systemClock,
+      configStatus: createConfigStatus(clock),
+      clock,
       logger,
       storeInfo: { backend: 'memory', failureMode: 'error' },
       shadowMode: false,
@@ -173,6 +173,24 @@ describe('resets on a debug listener reachable from the network', () => {
       const ok = await c.reset({ Authorization: 'Bearer s3cret-token' });
       expect(ok.status, ok.body).toBe(200);
       expect(JSON.stringify(c.lines)).not.toContain('s3cret-token');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a loop of JSON requests gets 429 past 10 a second (burst 20), whoever sends it', async () => {
+    const clock = createManualClock();
+    const c = await exposedConsole(undefined, clock.now);
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) statuses.push((await request(c.port, '/api/hot?n=200')).status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(20);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(10);
+      // Half a second later, five more.
+      clock.advance(500);
+      const later: number[] = [];
+      for (let i = 0; i < 6; i++) later.push((await request(c.port, '/api/now')).status);
+      expect(later).toEqual([200, 200, 200, 200, 200, 429]);
     } finally {
       await c.close();
     }

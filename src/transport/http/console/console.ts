@@ -52,6 +52,13 @@ const PROBLEMS_MAX = 20;
 const PROBLEM_MAX_CHARS = 300;
 /** Most rule files named by `/api/now`. */
 const FILES_MAX = 50;
+/**
+ * JSON answers (`/api/*`) the console gives per second over all clients, and the burst allowed
+ * above that; past them it answers 429. The page asks for two every 2 s; a loop of requests,
+ * however many clients run it, costs the calls no more than this many answers.
+ */
+const API_PER_SECOND = 10;
+const API_BURST = 20;
 /** Largest JSON body of `/api/try` and `/api/reset`, bytes. */
 const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
@@ -683,8 +690,34 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
     },
   ];
 
+  // One budget for every JSON endpoint (a token bucket read from the clock, no timer).
+  let tokens = API_BURST;
+  let refilledAt = clock();
+  const admit = (): boolean => {
+    const at = clock();
+    tokens = Math.min(API_BURST, tokens + (Math.max(0, at - refilledAt) / 1000) * API_PER_SECOND);
+    refilledAt = at;
+    if (tokens < 1) return false;
+    tokens -= 1;
+    return true;
+  };
+  const limited = endpoints.map((endpoint): ConsoleEndpoint => {
+    if (!endpoint.path.startsWith('/api/')) return endpoint;
+    const { route } = endpoint;
+    return {
+      ...endpoint,
+      route: (req, res) => {
+        if (admit()) return route(req, res);
+        res.setHeader('Retry-After', '1');
+        sendJson(res, 429, {
+          error: `the console answers at most ${API_PER_SECOND} requests a second (all clients together); retry in a second`,
+        });
+      },
+    };
+  });
+
   return {
-    endpoints,
+    endpoints: limited,
     page: serveAsset('index.html'),
     close: () => sampler.close(),
   };
