@@ -73,7 +73,11 @@ export function workerMetricsRender(metrics: Metrics): () => Promise<string> {
   process.on('message', (message: Message) => {
     if (message?.type === COLLECT && message.id !== undefined) {
       const id = message.id;
-      void metrics.report().then((report) => process.send?.({ type: REPORT, id, report }));
+      metrics
+        .report()
+        .then((report) => process.send?.({ type: REPORT, id, report }))
+        // The primary is gone (the channel closed): nobody to report to, and we drain anyway.
+        .catch(() => {});
       return;
     }
     if (message?.type !== METRICS_REPLY || message.id === undefined) return;
@@ -162,7 +166,9 @@ export function runPrimary(
   logger: Logger,
   series: PrimaryMetricsOptions = {},
 ): Promise<number> {
-  const metrics = createPrimaryMetrics(series, logger);
+  /** Workers that said they listen: the ones asked for metrics reports. */
+  const serving = new Set<Worker>();
+  const metrics = createPrimaryMetrics(series, logger, () => [...serving]);
   let stopping = false;
   let ready = 0;
   let started = false;
@@ -177,6 +183,7 @@ export function runPrimary(
       trackHandoffs(worker);
       worker.on('message', (message: Message) => {
         if (message?.type === READY) {
+          serving.add(worker);
           if (!started && ++ready === workers) started = true;
           // A worker still starting when the shutdown was sent had no listener for it yet (a
           // replacement, say): tell it again now that it has one.
@@ -203,6 +210,7 @@ export function runPrimary(
     cluster.on('exit', (worker, code, signal) => {
       const n = numbers.get(worker) ?? 0;
       numbers.delete(worker);
+      serving.delete(worker);
       metrics.cluster.retire(worker.id);
       if (stopping) {
         if (code !== 0) exitCode = 1;
@@ -258,6 +266,7 @@ export interface PrimaryMetricsOptions {
 function createPrimaryMetrics(
   options: PrimaryMetricsOptions,
   logger: Logger,
+  serving: () => Worker[],
 ): {
   cluster: ClusterMetrics;
   reported(worker: Worker, id: number | undefined, report: MetricsReport): void;
@@ -269,11 +278,8 @@ function createPrimaryMetrics(
   const collect = (): Promise<void> =>
     new Promise<void>((resolve) => {
       const id = ++next;
-      const workers = new Set(
-        Object.values(cluster.workers ?? {}).filter(
-          (w): w is Worker => w !== undefined && w.isConnected(),
-        ),
-      );
+      // A worker still starting has no listener for the question yet: it is asked once ready.
+      const workers = new Set(serving().filter((w) => w.isConnected()));
       const done = (): void => {
         clearTimeout(timer);
         waiting.delete(id);

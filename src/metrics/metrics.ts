@@ -524,11 +524,13 @@ export const RENDER_PAUSE_RATIO = 4;
  * (or waits its turn) share it, and a render starts at the earliest {@link RENDER_PAUSE_RATIO}
  * times the previous one's duration after that one ended, so a scrape loop cannot take the event
  * loop from the calls. No answer is older than its question: a caller gets a render that was
- * running when it asked, or one that starts after.
+ * running when it asked, or one that starts after. `waitedMs` gives how long the last render
+ * waited on something else (not counted as its cost; default 0).
  */
 export function pacedRender(
   render: () => Promise<string>,
   now: () => number,
+  waitedMs: () => number = () => 0,
 ): () => Promise<string> {
   let running: Promise<string> | undefined;
   let nextStart = -Infinity;
@@ -539,7 +541,9 @@ export function pacedRender(
       return await render();
     } finally {
       const ended = now();
-      nextStart = ended + RENDER_PAUSE_RATIO * (ended - started);
+      // Time the render spent waiting on others (workers' reports) is not its cost.
+      const busy = Math.max(0, ended - started - waitedMs());
+      nextStart = ended + RENDER_PAUSE_RATIO * busy;
       running = undefined;
     }
   };

@@ -134,6 +134,24 @@ describe('the primary sum over workers', () => {
     );
   });
 
+  it('a worker slow to report delays its scrape, not the next one', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    let t = 0;
+    let collections = 0;
+    const cluster = createClusterMetrics({
+      now: () => t,
+      collect: () => {
+        // Waiting 2 s for a stopped worker, doing nothing.
+        t += 2_000;
+        collections++;
+        return Promise.resolve();
+      },
+    });
+    await cluster.render();
+    await cluster.render();
+    expect(collections).toBe(2);
+  });
+
   it('concurrent scrapes share one collection', async () => {
     let collections = 0;
     const cluster = createClusterMetrics({
