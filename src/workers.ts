@@ -41,9 +41,10 @@ const RESPAWN_DELAY_MS = 1_000;
 
 /**
  * How long the primary waits for a worker's report, ms; past it the worker's last report is
- * summed instead (a busy or stopped worker delays a scrape this long at most).
+ * summed instead (a busy or stopped worker delays a scrape this long at most, half of
+ * Prometheus's default scrape timeout).
  */
-const COLLECT_TIMEOUT_MS = 2_000;
+const COLLECT_TIMEOUT_MS = 5_000;
 
 interface Message {
   readonly type?: string;

@@ -334,7 +334,17 @@ describe.skipIf(requirement.skip)('WORKERS=2 with the Redis store', () => {
       expect(r.status).toBe(200);
       return r.text;
     };
-    const first = await scrape();
+    // Once every worker has reported (a worker that misses its first collection under load is
+    // summed from the next one).
+    let first = '';
+    await waitFor(
+      'a scrape with every worker counted',
+      async () => {
+        first = await scrape();
+        return /ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} 16\n/.test(first);
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
     const series = first
       .split('\n')
       .filter((line) =>

@@ -141,8 +141,8 @@ describe('the primary sum over workers', () => {
     const cluster = createClusterMetrics({
       now: () => t,
       collect: () => {
-        // Waiting 2 s for a stopped worker, doing nothing.
-        t += 2_000;
+        // Waiting for a stopped worker until the collection gives up, doing nothing.
+        t += 5_000;
         collections++;
         return Promise.resolve();
       },
