@@ -16,15 +16,14 @@ import {
   DEFAULT_MAX_SERIES_PER_RULE,
   addCounts,
   createSeriesTable,
-  pacedRender,
   registerRuleSeries,
-  renderEach,
   zeroCounts,
   type MetricJson,
   type MetricsReport,
   type ReportRow,
   type RuleStats,
 } from './metrics.js';
+import { pacedRender, renderEach } from './render.js';
 
 /** Options for {@link createClusterMetrics}. */
 export interface ClusterMetricsOptions {

@@ -5,12 +5,8 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createClusterMetrics } from '../../src/metrics/cluster.js';
-import {
-  RENDER_PAUSE_RATIO,
-  createMetrics,
-  type Metrics,
-  type MetricsReport,
-} from '../../src/metrics/metrics.js';
+import { RENDER_PAUSE_RATIO } from '../../src/metrics/render.js';
+import { createMetrics, type Metrics, type MetricsReport } from '../../src/metrics/metrics.js';
 
 const options = { nearLimitRatio: 0.8, processMetrics: false } as const;
 
