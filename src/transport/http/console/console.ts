@@ -5,7 +5,6 @@
  * `DEBUG_CONSOLE_RESET_ENABLED`). Everything is read from what sluice already keeps (metrics
  * counters, the store, the snapshot); a timer samples the counters, nothing runs per call.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
@@ -26,6 +25,13 @@ import { requestFromJson } from '../json.js';
 import { isLoopbackHost } from '../host-check.js';
 import { send, type Route } from '../server.js';
 import type { ConfigStatus } from './config-status.js';
+import {
+  API_PER_SECOND,
+  createApiBudget,
+  refuseCredential,
+  refusePost,
+  resetTokenDigest,
+} from './guards.js';
 import { decodeCounterKey } from './counter-keys.js';
 import { explainPath, ruleView, rulesView } from './rules.js';
 import { createSampler, type Sampler } from './sampler.js';
@@ -52,13 +58,6 @@ const PROBLEMS_MAX = 20;
 const PROBLEM_MAX_CHARS = 300;
 /** Most rule files named by `/api/now`. */
 const FILES_MAX = 50;
-/**
- * JSON answers (`/api/*`) the console gives per second over all clients, and the burst allowed
- * above that; past them it answers 429. The page asks for two every 2 s; a loop of requests,
- * however many clients run it, costs the calls no more than this many answers.
- */
-const API_PER_SECOND = 10;
-const API_BURST = 20;
 /** Largest JSON body of `/api/try` and `/api/reset`, bytes. */
 const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
@@ -162,30 +161,6 @@ function readBody(req: http.IncomingMessage, maxBytes: number): Promise<Buffer |
   });
 }
 
-/**
- * Why a state-changing or body-carrying request is refused, or `undefined` when it may go on:
- * only POST with a JSON body, and no cross-site origin, so a web page elsewhere cannot make the
- * operator's browser call it (a JSON content type needs a CORS preflight, never answered here).
- */
-function refusePost(req: http.IncomingMessage): [number, string] | undefined {
-  if (req.method !== 'POST') return [405, 'use POST with a JSON body'];
-  const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
-  if (type !== 'application/json') return [415, 'the body must be application/json'];
-  const origin = req.headers.origin;
-  if (origin !== undefined && origin !== 'null') {
-    let host: string;
-    try {
-      host = new URL(origin).host;
-    } catch {
-      return [403, 'unreadable Origin header'];
-    }
-    if (host !== req.headers.host) return [403, `cross-origin request from ${origin} refused`];
-  } else if (origin === 'null') {
-    return [403, 'cross-origin request refused'];
-  }
-  return undefined;
-}
-
 /** Where a request came from, for the log. */
 function remoteOf(req: http.IncomingMessage): string {
   const { remoteAddress, remotePort } = req.socket;
@@ -204,37 +179,6 @@ function capList(items: readonly string[], max: number, maxChars: number): strin
   return shown;
 }
 
-/** SHA-256 of `text`: compared in constant time whatever the lengths. */
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
-}
-
-/**
- * Why a reset is refused for its credential, or `undefined` when it may go on: with a token set,
- * the request must carry it as a bearer credential; without one, a listener off loopback refuses
- * every reset (anyone who can reach the port could otherwise reset any counter).
- */
-function refuseCredential(
-  req: http.IncomingMessage,
-  tokenDigest: Buffer | undefined,
-  onLoopback: boolean,
-): [number, string] | undefined {
-  if (tokenDigest === undefined) {
-    if (onLoopback) return undefined;
-    return [
-      403,
-      'counter reset on a debug listener off loopback needs a credential: set DEBUG_CONSOLE_RESET_TOKEN and send it as Authorization: Bearer <token>',
-    ];
-  }
-  const header = req.headers.authorization ?? '';
-  const given = header.startsWith('Bearer ') ? header.slice('Bearer '.length).trim() : '';
-  if (given !== '' && timingSafeEqual(digest(given), tokenDigest)) return undefined;
-  return [
-    401,
-    'counter reset needs the DEBUG_CONSOLE_RESET_TOKEN as Authorization: Bearer <token>',
-  ];
-}
-
 /** Create the console (its sampler starts now). */
 export function createDebugConsole(options: ConsoleOptions): DebugConsole {
   const { snapshot, store, metrics, health, configStatus, clock, logger } = options;
@@ -244,7 +188,7 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
   const tokenDigest =
     options.resetToken === undefined || options.resetToken === ''
       ? undefined
-      : digest(options.resetToken);
+      : resetTokenDigest(options.resetToken);
   if (options.resetEnabled && !onLoopback) {
     logger.warn(
       { debugHost: listenHost, credential: tokenDigest !== undefined },
@@ -690,17 +634,7 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
     },
   ];
 
-  // One budget for every JSON endpoint (a token bucket read from the clock, no timer).
-  let tokens = API_BURST;
-  let refilledAt = clock();
-  const admit = (): boolean => {
-    const at = clock();
-    tokens = Math.min(API_BURST, tokens + (Math.max(0, at - refilledAt) / 1000) * API_PER_SECOND);
-    refilledAt = at;
-    if (tokens < 1) return false;
-    tokens -= 1;
-    return true;
-  };
+  const admit = createApiBudget(clock);
   const limited = endpoints.map((endpoint): ConsoleEndpoint => {
     if (!endpoint.path.startsWith('/api/')) return endpoint;
     const { route } = endpoint;
