@@ -201,6 +201,7 @@ export default tseslint.config(
         Intl: 'readonly',
         Node: 'readonly',
         setTimeout: 'readonly',
+        prompt: 'readonly',
       },
     },
   },

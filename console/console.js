@@ -52,10 +52,15 @@ async function getJson(path) {
   return res.json();
 }
 
+/** The reset token the operator typed (DEBUG_CONSOLE_RESET_TOKEN), kept in this page only. */
+let resetToken;
+
 async function postJson(path, body) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (resetToken !== undefined) headers.Authorization = `Bearer ${resetToken}`;
   const res = await fetch(path, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
+    headers,
     body: JSON.stringify(body),
   });
   let data;
@@ -326,7 +331,11 @@ function counterTable(rows, caption) {
             fmt.format(row.remaining),
           ),
           h('td', { class: 'num' }, duration(row.resetMs)),
-          h('td', {}, resetButton(row.key)),
+          h(
+            'td',
+            {},
+            row.keyCut ? h('span', { class: 'muted' }, 'key too long') : resetButton(row.key),
+          ),
         ),
       ),
     ),
@@ -483,7 +492,15 @@ async function submitTry(event) {
 // ---- Reset -----------------------------------------------------------------------------------
 
 async function resetKey(key) {
-  const { status, data } = await postJson('/api/reset', { key });
+  let { status, data } = await postJson('/api/reset', { key });
+  if (status === 401) {
+    // The listener wants DEBUG_CONSOLE_RESET_TOKEN: ask once, then retry with it.
+    const token = prompt('Reset token (DEBUG_CONSOLE_RESET_TOKEN):');
+    if (token) {
+      resetToken = token;
+      ({ status, data } = await postJson('/api/reset', { key }));
+    }
+  }
   $('reset-result').textContent =
     status === 200
       ? data.reset.length > 0

@@ -11,7 +11,6 @@ import {
 } from './config/source.js';
 import type { ConfigSnapshot } from './config/types.js';
 import { createLimiter } from './limiter/limiter.js';
-import type { Registry } from 'prom-client';
 import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -24,6 +23,7 @@ import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
+import { createHostCheck } from './transport/http/host-check.js';
 import { createConfigStatus } from './transport/http/console/config-status.js';
 import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -50,10 +50,10 @@ export interface AppOptions {
    */
   readonly watchPollIntervalMs?: number;
   /**
-   * A worker process (src/workers.ts): given the app's own registry, what `/metrics` renders
+   * A worker process (src/workers.ts): given the app's own metrics, what `/metrics` renders
    * instead of it (the whole service's sum). `undefined`: this process's metrics.
    */
-  readonly metricsRender?: (registry: Registry) => () => Promise<string>;
+  readonly metricsRender?: (metrics: Metrics) => () => Promise<string>;
   /** Server processes of the service (the start-up line's `workers`; default 1). */
   readonly workers?: number;
   /** Whether `start()` writes the start-up line (default true; workers other than 1: false). */
@@ -129,7 +129,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const metrics: Metrics =
     options.metricsRender === undefined
       ? local
-      : { ...local, render: options.metricsRender(local.registry) };
+      : { ...local, render: options.metricsRender(local) };
 
   for (const notice of settings.notices) logger.warn(notice);
 
@@ -253,6 +253,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     shadowMode: settings.shadowMode,
     quotaMode: settings.quotaMode,
     resetEnabled: settings.debugConsoleResetEnabled,
+    listenHost: settings.debugHost,
+    resetToken: settings.debugConsoleResetToken,
     sampleIntervalMs: options.consoleSampleIntervalMs,
   });
   const debugServer = createDebugServer({
@@ -262,6 +264,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     logger: debugLog,
     console: debugConsole,
+    hostCheck: createHostCheck(settings.debugHost, settings.debugAllowedHosts),
   });
   const tls =
     settings.grpcTls === undefined || tlsMaterial === undefined

@@ -235,7 +235,10 @@ async function serve(args: string[]): Promise<number> {
   // WORKERS > 1 (Redis store only): this process forks the workers and serves nothing itself.
   if (settings.workers > 1 && !isWorker()) {
     warnIfUnsupportedNode(logger);
-    return runPrimary(settings.workers, logger);
+    return runPrimary(settings.workers, logger, {
+      maxSeriesPerRule: settings.metricsMaxSeriesPerRule,
+      maxSeries: settings.metricsMaxSeries,
+    });
   }
   const worker = isWorker();
   const log = worker ? workerLogger(logger, settings.logLevel) : logger;

@@ -140,6 +140,16 @@ export interface Settings {
    */
   readonly debugConsoleResetEnabled: boolean;
   /**
+   * `DEBUG_CONSOLE_RESET_TOKEN`: a console reset must carry it (`Authorization: Bearer`); off
+   * loopback, resets are refused without it. `undefined`: unset (docs/operations-console.md).
+   */
+  readonly debugConsoleResetToken: string | undefined;
+  /**
+   * `DEBUG_ALLOWED_HOSTS` (comma-separated): names the debug listener is reached by, besides IP
+   * addresses, `localhost` and `DEBUG_HOST`; other `Host` headers get 403 (DNS rebinding).
+   */
+  readonly debugAllowedHosts: readonly string[];
+  /**
    * `NEAR_LIMIT_RATIO` (default 0.8): a hit is counted in `near_limit` once the counter passes
    * `floor(requests_per_unit x ratio)` (docs/operations-metrics.md).
    */
@@ -331,6 +341,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     debugHost: r.string('DEBUG_HOST', '127.0.0.1', flags.debugHost),
     debugPort: r.int('DEBUG_PORT', 6070, 0, 65535, flags.debugPort),
     debugConsoleResetEnabled: r.bool('DEBUG_CONSOLE_RESET_ENABLED', false),
+    debugConsoleResetToken: r.raw('DEBUG_CONSOLE_RESET_TOKEN'),
+    debugAllowedHosts: (r.raw('DEBUG_ALLOWED_HOSTS') ?? '')
+      .split(',')
+      .map((name) => name.trim())
+      .filter((name) => name !== ''),
     nearLimitRatio: r.ratio('NEAR_LIMIT_RATIO', 0.8),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     responseHeadersFormat: headersFormat(r),

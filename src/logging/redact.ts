@@ -11,6 +11,7 @@ const SECRET_VARIABLES = [
   'REDIS_SENTINEL_AUTH',
   'REDIS_PERSECOND_AUTH',
   'REDIS_PERSECOND_SENTINEL_AUTH',
+  'DEBUG_CONSOLE_RESET_TOKEN',
 ] as const;
 
 /** Environment variables that hold URLs whose credentials are secret. */

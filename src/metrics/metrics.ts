@@ -5,6 +5,7 @@
  * so counting costs a few additions per request. docs/operations-metrics.md lists every series.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { pacedRender, renderEach } from './render.js';
 
 /** The per-rule counters of the reference (`ratelimit.service.rate_limit.<key>.<stat>`). */
 export interface RuleStats {
@@ -150,6 +151,8 @@ export interface MetricsOptions {
   readonly requestBufferBytes?: () => number;
   /** Number of domains the serving rules define (read at scrape time); 0 when unset. */
   readonly configDomains?: () => number;
+  /** A monotonic time in ms, for pacing renders (default `performance.now`); tests pass theirs. */
+  readonly now?: () => number;
 }
 
 /** Default of `METRICS_MAX_SERIES_PER_RULE`. */
@@ -213,8 +216,13 @@ export interface Metrics {
   /**
    * Every metric in the Prometheus text format. Never rejects: a metric that fails to render is
    * left out (and counted in `sluice_metric_render_errors_total`), the others are served.
+   * Concurrent callers share one render, and a render starts at the earliest
+   * four times the last one's duration after it ended, so scrapes, however
+   * many, take a bounded share of the process (see {@link pacedRender}).
    */
   render(): Promise<string>;
+  /** What a worker reports to the primary, which sums the workers (src/metrics/cluster.ts). */
+  report(): Promise<MetricsReport>;
   /** The `Content-Type` of {@link render}'s output. */
   readonly contentType: string;
 }
@@ -344,6 +352,183 @@ function newStats(key: string, labels: RuleLabels): RuleStats {
 }
 
 /** Create the metrics (one registry per instance, so tests can run several apps). */
+/** A metric as prom-client's `getMetricsAsJSON` gives it (and `AggregatorRegistry` sums). */
+export type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number];
+
+/** What a stats key is: a rule's own, built from request values, or a rule's overflow. */
+export type SeriesKind = 'rule' | 'request' | 'overflow';
+
+/**
+ * One per-rule series in a {@link MetricsReport}: its key, kind, the rule key (request and
+ * overflow series; `''` otherwise) and the counts in the order of {@link countsOf}.
+ */
+export type ReportRow = [
+  key: string,
+  kind: SeriesKind,
+  ruleKey: string,
+  totalHits: number,
+  overLimit: number,
+  nearLimit: number,
+  withinLimit: number,
+  shadowMode: number,
+  overLimitWithLocalCache: number,
+];
+
+/** A worker's metrics, as it sends them to the primary (plain data, sent over IPC). */
+export interface MetricsReport {
+  /** Every per-rule series with a count, so the primary can cap them for the whole service. */
+  readonly rules: ReportRow[];
+  /** Every other metric, as prom-client's JSON. */
+  readonly other: MetricJson[];
+}
+
+/** Per-rule stats, with the cardinality cap of request-built keys ({@link createSeriesTable}). */
+export interface SeriesTable {
+  /** See {@link Metrics.statsFor}. */
+  statsFor(key: string): RuleStats;
+  /** See {@link Metrics.requestStatsFor}. */
+  requestStatsFor(key: string, ruleKey: string): RuleStats;
+  /** The overflow series of `ruleKey` (or the shared one past {@link MAX_OVERFLOW_SERIES}). */
+  overflowFor(ruleKey: string): RuleStats;
+  /** Every stats created so far. */
+  rules(): IterableIterator<RuleStats>;
+  /** What `stats` is, and its rule key (`''` for a rule's own series). */
+  kindOf(stats: RuleStats): [SeriesKind, string];
+  /** Request-built keys that got no series of their own. */
+  readonly dropped: number;
+}
+
+/**
+ * The per-rule stats and their cap: a new request-built key gets its own series only while its
+ * rule has fewer than `maxSeriesPerRule`, all rules fewer than `maxSeries`, and the key is at most
+ * {@link MAX_REQUEST_STATS_KEY_LENGTH} long; otherwise its rule's overflow series. One decision
+ * for both of its homes: each process's metrics, and the primary's sum over workers.
+ */
+export function createSeriesTable(maxSeriesPerRule: number, maxSeries: number): SeriesTable {
+  const rules = new Map<string, RuleStats>();
+  /** Per-request series created, per rule key. */
+  const seriesPerRule = new Map<string, number>();
+  /** Rule key of each request-built series. */
+  const requestRule = new Map<string, string>();
+  /** Overflow series, per rule key. */
+  const overflows = new Map<string, RuleStats>();
+  const overflowRule = new Map<RuleStats, string>();
+  let requestSeries = 0;
+  let dropped = 0;
+  const overflowFor = (ruleKey: string): RuleStats => {
+    // Override keys come from requests too: their overflow series are bounded as well, past
+    // which everything shares one.
+    const overflowKey =
+      ruleKey.length <= MAX_REQUEST_STATS_KEY_LENGTH &&
+      (overflows.size < MAX_OVERFLOW_SERIES || overflows.has(ruleKey))
+        ? ruleKey
+        : '';
+    let overflow = overflows.get(overflowKey);
+    if (overflow === undefined) {
+      const at = overflowKey.indexOf('.');
+      overflow = newStats(`${overflowKey}.${OVERFLOW_LABEL}`, {
+        domain: at < 0 ? overflowKey : overflowKey.slice(0, at),
+        key1: at < 0 ? '' : overflowKey.slice(at + 1),
+        key2: OVERFLOW_LABEL,
+      });
+      overflows.set(overflowKey, overflow);
+      overflowRule.set(overflow, overflowKey);
+      // Rendered with the other series; its key cannot collide with a request's (the
+      // request's would need a level named like the marker, and then it is that rule's).
+      rules.set(overflow.key, overflow);
+    }
+    return overflow;
+  };
+  return {
+    statsFor(key) {
+      let stats = rules.get(key);
+      if (stats === undefined) {
+        stats = newStats(key, labelsOf(key));
+        rules.set(key, stats);
+      }
+      return stats;
+    },
+    requestStatsFor(key, ruleKey) {
+      const known = rules.get(key);
+      if (known !== undefined) return known;
+      const count = seriesPerRule.get(ruleKey) ?? 0;
+      if (
+        count < maxSeriesPerRule &&
+        requestSeries < maxSeries &&
+        key.length <= MAX_REQUEST_STATS_KEY_LENGTH
+      ) {
+        seriesPerRule.set(ruleKey, count + 1);
+        requestSeries++;
+        const stats = newStats(key, labelsOf(key));
+        rules.set(key, stats);
+        requestRule.set(key, ruleKey);
+        return stats;
+      }
+      dropped++;
+      return overflowFor(ruleKey);
+    },
+    overflowFor,
+    rules() {
+      return rules.values();
+    },
+    kindOf(stats) {
+      const overflow = overflowRule.get(stats);
+      if (overflow !== undefined) return ['overflow', overflow];
+      const rule = requestRule.get(stats.key);
+      return rule === undefined ? ['rule', ''] : ['request', rule];
+    },
+    get dropped() {
+      return dropped;
+    },
+  };
+}
+
+/** Register the per-rule counters (the reference's names) on `registry`, read from `rules`. */
+export function registerRuleSeries(registry: Registry, rules: () => Iterable<RuleStats>): void {
+  for (const [suffix, field] of RULE_SERIES) {
+    new Counter({
+      name: `ratelimit_service_rate_limit_${suffix}`,
+      help: `Per rule: ${suffix.replaceAll('_', ' ')} (the reference's ratelimit.service.rate_limit.<key>.${suffix})`,
+      labelNames: ['domain', 'key1', 'key2'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        // Like the reference, a series appears once it has counted something.
+        for (const stats of rules()) {
+          const value = stats[field];
+          if (value > 0) this.inc(stats.labels, value);
+        }
+      },
+    });
+  }
+}
+
+const RULE_SERIES_NAMES = new Set(
+  RULE_SERIES.map(([suffix]) => `ratelimit_service_rate_limit_${suffix}`),
+);
+
+/** Whether `name` is one of the per-rule series {@link registerRuleSeries} registers. */
+function isRuleSeries(name: string): boolean {
+  return RULE_SERIES_NAMES.has(name);
+}
+
+/** The counts of `stats`, in the order of the per-rule series. */
+function countsOf(stats: RuleStats): number[] {
+  return RULE_SERIES.map(([, field]) => stats[field]);
+}
+
+/** Add `counts` (in the order of {@link countsOf}) to `stats`. */
+export function addCounts(stats: RuleStats, counts: readonly number[]): void {
+  RULE_SERIES.forEach(([, field], i) => {
+    stats[field] += counts[i] ?? 0;
+  });
+}
+
+/** Set every count of `stats` to zero. */
+export function zeroCounts(stats: RuleStats): void {
+  for (const [, field] of RULE_SERIES) stats[field] = 0;
+}
+
 export function createMetrics(options: MetricsOptions): Metrics {
   const registry = new Registry();
   if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
@@ -364,36 +549,15 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const storeErrors = new Map<string, number>();
   const fallbacks = new Map<string, number>();
   let localCacheOverLimit = 0;
-  const rules = new Map<string, RuleStats>();
   const maxSeriesPerRule = Math.max(
     0,
     Math.floor(options.maxSeriesPerRule ?? DEFAULT_MAX_SERIES_PER_RULE),
   );
   const maxSeries = Math.max(0, Math.floor(options.maxSeries ?? DEFAULT_MAX_SERIES));
-  /** Per-request series created, per rule key. */
-  const seriesPerRule = new Map<string, number>();
-  /** Overflow series, per rule key. */
-  const overflows = new Map<string, RuleStats>();
-  let requestSeries = 0;
-  let seriesDropped = 0;
+  const table = createSeriesTable(maxSeriesPerRule, maxSeries);
   let renderErrors = 0;
 
-  for (const [suffix, field] of RULE_SERIES) {
-    new Counter({
-      name: `ratelimit_service_rate_limit_${suffix}`,
-      help: `Per rule: ${suffix.replaceAll('_', ' ')} (the reference's ratelimit.service.rate_limit.<key>.${suffix})`,
-      labelNames: ['domain', 'key1', 'key2'],
-      registers: [registry],
-      collect() {
-        this.reset();
-        // Like the reference, a series appears once it has counted something.
-        for (const stats of rules.values()) {
-          const value = stats[field];
-          if (value > 0) this.inc(stats.labels, value);
-        }
-      },
-    });
-  }
+  registerRuleSeries(registry, () => table.rules());
   const plain = (name: string, help: string, read: () => number): void => {
     new Counter({
       name,
@@ -480,7 +644,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   plain(
     'sluice_metric_series_dropped_total',
     'Per-rule stats keys built from request values that got no series of their own (METRICS_MAX_SERIES_PER_RULE, METRICS_MAX_SERIES or key length reached); their hits are counted in the rule overflow series',
-    () => seriesDropped,
+    () => table.dropped,
   );
   plain(
     'sluice_metric_render_errors_total',
@@ -651,55 +815,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     nearThreshold(limit) {
       return Math.floor(Math.fround(Math.fround(limit) * ratio));
     },
-    statsFor(key) {
-      let stats = rules.get(key);
-      if (stats === undefined) {
-        stats = newStats(key, labelsOf(key));
-        rules.set(key, stats);
-      }
-      return stats;
-    },
-    requestStatsFor(key, ruleKey) {
-      const known = rules.get(key);
-      if (known !== undefined) return known;
-      const count = seriesPerRule.get(ruleKey) ?? 0;
-      if (
-        count < maxSeriesPerRule &&
-        requestSeries < maxSeries &&
-        key.length <= MAX_REQUEST_STATS_KEY_LENGTH
-      ) {
-        seriesPerRule.set(ruleKey, count + 1);
-        requestSeries++;
-        const stats = newStats(key, labelsOf(key));
-        rules.set(key, stats);
-        return stats;
-      }
-      seriesDropped++;
-      // Override keys come from requests too: their overflow series are bounded as well, past
-      // which everything shares one.
-      const overflowKey =
-        ruleKey.length <= MAX_REQUEST_STATS_KEY_LENGTH &&
-        (overflows.size < MAX_OVERFLOW_SERIES || overflows.has(ruleKey))
-          ? ruleKey
-          : '';
-      let overflow = overflows.get(overflowKey);
-      if (overflow === undefined) {
-        const at = overflowKey.indexOf('.');
-        overflow = newStats(`${overflowKey}.${OVERFLOW_LABEL}`, {
-          domain: at < 0 ? overflowKey : overflowKey.slice(0, at),
-          key1: at < 0 ? '' : overflowKey.slice(at + 1),
-          key2: OVERFLOW_LABEL,
-        });
-        overflows.set(overflowKey, overflow);
-        // Rendered with the other series; its key cannot collide with a request's (the
-        // request's would need a level named like the marker, and then it is that rule's).
-        rules.set(overflow.key, overflow);
-      }
-      return overflow;
-    },
-    rules() {
-      return rules.values();
-    },
+    statsFor: (key) => table.statsFor(key),
+    requestStatsFor: (key, ruleKey) => table.requestStatsFor(key, ruleKey),
+    rules: () => table.rules(),
     observeLatency(seconds) {
       if (latencyTap !== undefined) latencyTap.add(seconds);
       latencySum += seconds;
@@ -707,18 +825,31 @@ export function createMetrics(options: MetricsOptions): Metrics {
       while (i < latencyBuckets.length && seconds > latencyBuckets[i]!) i++;
       latencyCounts[i]!++;
     },
-    async render() {
-      // registry.metrics() fails as a whole when one metric throws (e.g. a RangeError on an
-      // enormous string); render each on its own and serve what renders.
-      const parts: string[] = [];
+    // registry.metrics() fails as a whole when one metric throws (e.g. a RangeError on an
+    // enormous string): renderEach renders each on its own and serves what renders.
+    render: pacedRender(
+      () => renderEach(registry, () => renderErrors++),
+      options.now ?? (() => performance.now()),
+    ),
+    async report() {
+      const rules: ReportRow[] = [];
+      for (const stats of table.rules()) {
+        const counts = countsOf(stats);
+        if (!counts.some((c) => c > 0)) continue;
+        const [kind, ruleKey] = table.kindOf(stats);
+        rules.push([stats.key, kind, ruleKey, ...counts] as ReportRow);
+      }
+      const other: MetricJson[] = [];
       for (const metric of registry.getMetricsAsArray()) {
+        if (isRuleSeries(metric.name)) continue;
         try {
-          parts.push(await registry.getSingleMetricAsString(metric.name));
+          const got = await registry.getSingleMetric(metric.name)?.get();
+          if (got !== undefined) other.push(got);
         } catch {
           renderErrors++;
         }
       }
-      return `${parts.join('\n\n')}\n`;
+      return { rules, other };
     },
     contentType: registry.contentType,
   };

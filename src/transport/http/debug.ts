@@ -9,7 +9,9 @@ import type { Logger } from '../../logging/logger.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { CounterStore } from '../../stores/counter-store.js';
+import { createLogLimiter, truncateForLog } from '../../logging/limited.js';
 import { wantsHtml, type DebugConsole } from './console/console.js';
+import type { HostCheck } from './host-check.js';
 import { createRouter, send, type HttpServer, type Route } from './server.js';
 
 /** Options for {@link createDebugServer}. */
@@ -26,6 +28,11 @@ export interface DebugServerOptions {
   readonly logger: Logger;
   /** The operator console (docs/operations-console.md): its page at `/` and its endpoints. */
   readonly console?: DebugConsole;
+  /**
+   * Which `Host` headers are answered (src/transport/http/host-check.ts); others get 403, so a
+   * page elsewhere cannot read or drive the listener through DNS rebinding. `undefined`: any.
+   */
+  readonly hostCheck?: HostCheck;
 }
 
 /** Default and largest `n` of `/counters?n=`. */
@@ -105,5 +112,25 @@ export function createDebugServer(options: DebugServerOptions): HttpServer {
     send(res, 200, TEXT, paths.map((path) => `${path}: ${help.get(path)!}\n`).join(''));
   });
 
-  return createRouter(routes, logger);
+  const hostCheck = options.hostCheck;
+  if (hostCheck === undefined) return createRouter(routes, logger);
+  const logLimit = createLogLimiter();
+  const checked = new Map<string, Route>();
+  for (const [path, route] of routes) {
+    checked.set(path, (req, res) => {
+      if (hostCheck(req.headers.host)) return route(req, res);
+      const host = truncateForLog(req.headers.host ?? '', 100);
+      const dropped = logLimit('host');
+      if (dropped !== undefined) {
+        logger.warn({ host, path, dropped }, 'debug listener: request for another Host refused');
+      }
+      send(
+        res,
+        403,
+        TEXT,
+        `Host ${JSON.stringify(host)} is not a name this debug listener serves (it answers IP addresses, localhost, DEBUG_HOST and the names in DEBUG_ALLOWED_HOSTS); if you reach sluice by this name, add it to DEBUG_ALLOWED_HOSTS\n`,
+      );
+    });
+  }
+  return createRouter(checked, logger);
 }

@@ -14,6 +14,7 @@ import type { ConfigSnapshot } from '../../../config/types.js';
 import { SluiceError } from '../../../errors.js';
 import { createLimiter, type Limiter } from '../../../limiter/limiter.js';
 import { counterKey } from '../../../limiter/keys.js';
+import { createLogLimiter, truncateForLog } from '../../../logging/limited.js';
 import type { Logger } from '../../../logging/logger.js';
 import type { Metrics } from '../../../metrics/metrics.js';
 import { MAX_UINT32, type RateLimitRequest } from '../../../model.js';
@@ -21,8 +22,16 @@ import type { HealthSignal } from '../../../service/health.js';
 import type { CounterStore } from '../../../stores/counter-store.js';
 import { SLUICE_VERSION } from '../../../version.js';
 import { requestFromJson } from '../json.js';
+import { isLoopbackHost } from '../host-check.js';
 import { send, type Route } from '../server.js';
 import type { ConfigStatus } from './config-status.js';
+import {
+  API_PER_SECOND,
+  createApiBudget,
+  refuseCredential,
+  refusePost,
+  resetTokenDigest,
+} from './guards.js';
 import { decodeCounterKey } from './counter-keys.js';
 import { explainPath, ruleView, rulesView } from './rules.js';
 import { createSampler, type Sampler } from './sampler.js';
@@ -30,6 +39,25 @@ import { createSampler, type Sampler } from './sampler.js';
 /** Default and largest `n` of `/api/hot?n=`. */
 const HOT_DEFAULT = 20;
 const HOT_MAX = 200;
+/**
+ * Most bytes of counter rows in one `/api/hot` answer: past it the lists stop (`truncated`).
+ * Request values are up to 4096 characters, and a counter key holds every entry of its
+ * descriptor, so n rows alone could be megabytes.
+ */
+const HOT_MAX_ROW_BYTES = 192 * 1024;
+/** How long an `/api/hot` answer is reused for the same `n`, ms (the page polls every 2 s). */
+const HOT_CACHE_MS = 1_000;
+/** Longest value (entry key or value, domain, rule key) shown, characters; longer ones are cut. */
+const DISPLAY_MAX_CHARS = 200;
+/** Longest counter key given whole (it is what a reset by key names); longer ones are cut. */
+const KEY_MAX_CHARS = 1_024;
+/** Most entries shown per counter. */
+const ENTRIES_MAX = 16;
+/** Most problems of the last load shown by `/api/now`, and most characters of each. */
+const PROBLEMS_MAX = 20;
+const PROBLEM_MAX_CHARS = 300;
+/** Most rule files named by `/api/now`. */
+const FILES_MAX = 50;
 /** Largest JSON body of `/api/try` and `/api/reset`, bytes. */
 const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
@@ -61,6 +89,16 @@ export interface ConsoleOptions {
   readonly quotaMode: boolean;
   /** `DEBUG_CONSOLE_RESET_ENABLED`. */
   readonly resetEnabled: boolean;
+  /**
+   * `DEBUG_HOST`: off loopback, a reset needs {@link resetToken} (and without one is refused).
+   * Default `127.0.0.1`.
+   */
+  readonly listenHost?: string;
+  /**
+   * `DEBUG_CONSOLE_RESET_TOKEN`: when set, every reset must carry `Authorization: Bearer <it>`,
+   * wherever the listener is. `undefined`: none.
+   */
+  readonly resetToken?: string | undefined;
   /** Time between samples of the charts, ms (default 5000). */
   readonly sampleIntervalMs?: number;
 }
@@ -123,40 +161,49 @@ function readBody(req: http.IncomingMessage, maxBytes: number): Promise<Buffer |
   });
 }
 
-/**
- * Why a state-changing or body-carrying request is refused, or `undefined` when it may go on:
- * only POST with a JSON body, and no cross-site origin, so a web page elsewhere cannot make the
- * operator's browser call it (a JSON content type needs a CORS preflight, never answered here).
- */
-function refusePost(req: http.IncomingMessage): [number, string] | undefined {
-  if (req.method !== 'POST') return [405, 'use POST with a JSON body'];
-  const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
-  if (type !== 'application/json') return [415, 'the body must be application/json'];
-  const origin = req.headers.origin;
-  if (origin !== undefined && origin !== 'null') {
-    let host: string;
-    try {
-      host = new URL(origin).host;
-    } catch {
-      return [403, 'unreadable Origin header'];
-    }
-    if (host !== req.headers.host) return [403, `cross-origin request from ${origin} refused`];
-  } else if (origin === 'null') {
-    return [403, 'cross-origin request refused'];
-  }
-  return undefined;
-}
-
 /** Where a request came from, for the log. */
 function remoteOf(req: http.IncomingMessage): string {
   const { remoteAddress, remotePort } = req.socket;
   return `${remoteAddress ?? '?'}:${remotePort ?? '?'}`;
 }
 
+/** `text` cut to `max` characters, saying how long it was (`abc... (4096 chars)`). */
+function cut(text: string, max = DISPLAY_MAX_CHARS): string {
+  return truncateForLog(text, max);
+}
+
+/** `items` cut to `max`, with a last line saying how many more there were. */
+function capList(items: readonly string[], max: number, maxChars: number): string[] {
+  const shown = items.slice(0, max).map((item) => cut(item, maxChars));
+  if (items.length > max) shown.push(`and ${items.length - max} more`);
+  return shown;
+}
+
 /** Create the console (its sampler starts now). */
 export function createDebugConsole(options: ConsoleOptions): DebugConsole {
   const { snapshot, store, metrics, health, configStatus, clock, logger } = options;
   const startedAt = clock();
+  const listenHost = options.listenHost ?? '127.0.0.1';
+  const onLoopback = isLoopbackHost(listenHost);
+  const tokenDigest =
+    options.resetToken === undefined || options.resetToken === ''
+      ? undefined
+      : resetTokenDigest(options.resetToken);
+  if (options.resetEnabled && !onLoopback) {
+    logger.warn(
+      { debugHost: listenHost, credential: tokenDigest !== undefined },
+      tokenDigest === undefined
+        ? 'console: DEBUG_CONSOLE_RESET_ENABLED on a debug listener off loopback without DEBUG_CONSOLE_RESET_TOKEN: resets are refused until it is set'
+        : 'console: counter resets are open to the network the debug listener is on; each needs DEBUG_CONSOLE_RESET_TOKEN',
+    );
+  }
+  // Per snapshot: its rule count and the /api/rules body (both walk every rule).
+  const ruleCounts = new WeakMap<ConfigSnapshot, number>();
+  const rulesBodies = new WeakMap<ConfigSnapshot, { version: number; body: string }>();
+  // Refused resets are anyone's doing: a few lines a minute per cause, then counts.
+  const logLimit = createLogLimiter();
+  /** Recent /api/hot answers by n (at most a few kept). */
+  const hotAnswers = new Map<number, { at: number; body: string }>();
   const sampler: Sampler = createSampler({
     counters: metrics.service,
     storeSize: () => store.size(),
@@ -195,6 +242,15 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       send(res, 200, ASSETS[name]!, asset(name));
     };
 
+  const ruleCount = (current: ConfigSnapshot): number => {
+    let count = ruleCounts.get(current);
+    if (count === undefined) {
+      count = current.dump().length;
+      ruleCounts.set(current, count);
+    }
+    return count;
+  };
+
   const now = (): unknown => {
     const counters = metrics.service;
     const current = snapshot();
@@ -220,9 +276,16 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       },
       config: {
         ...config,
+        lastLoad:
+          config.lastLoad === undefined
+            ? undefined
+            : {
+                ...config.lastLoad,
+                problems: capList(config.lastLoad.problems, PROBLEMS_MAX, PROBLEM_MAX_CHARS),
+              },
         domains: current.domains.size,
-        rules: current.dump().length,
-        files: current.files,
+        rules: ruleCount(current),
+        files: capList(current.files, FILES_MAX, PROBLEM_MAX_CHARS),
       },
       resetEnabled: options.resetEnabled,
       series: { intervalMs: sampler.intervalMs, points: sampler.points() },
@@ -235,43 +298,76 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       return { listsCounters: false, busiest: [], limited: [], rules: await overLimitRules(n) };
     }
     // Counters with no room left are "limited now"; a wider scan finds them among the busiest.
-    const rows = store.top(Math.min(HOT_MAX * 5, n * 5)).map((row) => {
-      const decoded = decodeCounterKey(row.key);
-      let rule: string | undefined;
-      let domain: string | undefined;
-      let entries: { key: string; value: string }[] | undefined;
-      if (decoded !== undefined) {
-        domain = decoded.domain;
-        entries = decoded.entries.map(({ key, value }) => ({ key, value }));
-        try {
-          rule = current.getLimit(decoded.domain, {
-            entries,
-            limit: undefined,
-            hitsAddend: undefined,
-          })?.rule.fullKey;
-        } catch {
-          rule = undefined;
+    const rows = store.top(Math.min(HOT_MAX * 5, n * 5));
+    let budget = HOT_MAX_ROW_BYTES;
+    let truncated = false;
+    const show = (picked: typeof rows): unknown[] => {
+      const shown: unknown[] = [];
+      for (const row of picked) {
+        const view = hotRow(current, row);
+        const size = JSON.stringify(view).length;
+        if (size > budget) {
+          truncated = true;
+          break;
         }
+        budget -= size;
+        shown.push(view);
       }
-      return {
-        key: row.key,
-        domain,
-        entries,
-        rule,
-        algorithm: decoded?.algorithm,
-        windowMs: decoded?.windowMs,
-        count: row.count,
-        limit: row.limit,
-        remaining: Math.max(0, row.limit - row.count),
-        resetMs: row.expiresInMs,
-      };
-    });
+      return shown;
+    };
+    const busiest = show(rows.slice(0, n));
+    const limited = show(rows.filter((row) => row.count >= row.limit).slice(0, n));
     return {
       listsCounters: true,
       size: store.size(),
-      busiest: rows.slice(0, n),
-      limited: rows.filter((row) => row.remaining <= 0).slice(0, n),
+      busiest,
+      limited,
+      truncated,
       rules: await overLimitRules(n),
+    };
+  };
+
+  /** One counter as /api/hot shows it: long values cut, at most {@link ENTRIES_MAX} entries. */
+  const hotRow = (
+    current: ConfigSnapshot,
+    row: { key: string; count: number; limit: number; expiresInMs: number },
+  ): unknown => {
+    const decoded = decodeCounterKey(row.key);
+    let rule: string | undefined;
+    let entries: { key: string; value: string }[] | undefined;
+    if (decoded !== undefined) {
+      const all = decoded.entries.map(({ key, value }) => ({ key, value }));
+      try {
+        rule = current.getLimit(decoded.domain, {
+          entries: all,
+          limit: undefined,
+          hitsAddend: undefined,
+        })?.rule.fullKey;
+      } catch {
+        rule = undefined;
+      }
+      entries = all.slice(0, ENTRIES_MAX).map(({ key, value }) => ({
+        key: cut(key),
+        value: cut(value),
+      }));
+    }
+    return {
+      key: cut(row.key, KEY_MAX_CHARS),
+      // A cut key names no counter: the page offers no reset by key for it.
+      keyCut: row.key.length > KEY_MAX_CHARS ? true : undefined,
+      domain: decoded === undefined ? undefined : cut(decoded.domain),
+      entries,
+      moreEntries:
+        decoded !== undefined && decoded.entries.length > ENTRIES_MAX
+          ? decoded.entries.length - ENTRIES_MAX
+          : undefined,
+      rule: rule === undefined ? undefined : cut(rule),
+      algorithm: decoded?.algorithm,
+      windowMs: decoded?.windowMs,
+      count: row.count,
+      limit: row.limit,
+      remaining: Math.max(0, row.limit - row.count),
+      resetMs: row.expiresInMs,
     };
   };
 
@@ -284,9 +380,9 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
     return values
       .filter((value) => value.value > 0)
       .map((value) => ({
-        domain: String(value.labels['domain'] ?? ''),
-        key1: String(value.labels['key1'] ?? ''),
-        key2: String(value.labels['key2'] ?? ''),
+        domain: cut(String(value.labels['domain'] ?? '')),
+        key1: cut(String(value.labels['key1'] ?? '')),
+        key2: cut(String(value.labels['key2'] ?? '')),
         overLimit: value.value,
       }))
       .sort((a, b) => b.overLimit - a.overLimit)
@@ -399,8 +495,15 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       path: '/api/rules',
       help: 'console: the loaded domains as trees (JSON)',
       route: (_req, res) => {
-        const view = configStatus.view();
-        sendJson(res, 200, { version: view.version, domains: rulesView(snapshot()) });
+        const current = snapshot();
+        const { version } = configStatus.view();
+        let cached = rulesBodies.get(current);
+        if (cached === undefined || cached.version !== version) {
+          cached = { version, body: JSON.stringify({ version, domains: rulesView(current) }) };
+          rulesBodies.set(current, cached);
+        }
+        res.setHeader('Cache-Control', 'no-store');
+        send(res, 200, JSON_TYPE, cached.body);
       },
     },
     {
@@ -410,7 +513,18 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
         const url = new URL(req.url ?? '/', 'http://debug');
         const asked = Number(url.searchParams.get('n') ?? HOT_DEFAULT);
         const n = Number.isInteger(asked) && asked > 0 ? Math.min(asked, HOT_MAX) : HOT_DEFAULT;
-        sendJson(res, 200, await hot(n));
+        // Pollers (the page, or a loop) share one answer per n and second: each costs a scan
+        // of the store and a read of every rule's counters, off the calls' event loop time.
+        const at = clock();
+        let answer = hotAnswers.get(n);
+        if (answer === undefined || at - answer.at >= HOT_CACHE_MS || at < answer.at) {
+          answer = { at, body: JSON.stringify(await hot(n)) };
+          hotAnswers.delete(n);
+          hotAnswers.set(n, answer);
+          if (hotAnswers.size > 4) hotAnswers.delete(hotAnswers.keys().next().value!);
+        }
+        res.setHeader('Cache-Control', 'no-store');
+        send(res, 200, JSON_TYPE, answer.body);
       },
     },
     {
@@ -456,18 +570,27 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       route: async (req, res) => {
         const remote = remoteOf(req);
         if (!options.resetEnabled) {
-          logger.info(
-            { remote },
-            'console: counter reset refused (DEBUG_CONSOLE_RESET_ENABLED is off)',
-          );
+          const dropped = logLimit('off');
+          if (dropped !== undefined) {
+            logger.info(
+              { remote, dropped },
+              'console: counter reset refused (DEBUG_CONSOLE_RESET_ENABLED is off)',
+            );
+          }
           sendJson(res, 403, {
             error:
               'counter reset is off: start sluice with DEBUG_CONSOLE_RESET_ENABLED=true to allow it',
           });
           return;
         }
-        const refused = refusePost(req);
+        const refused = refusePost(req) ?? refuseCredential(req, tokenDigest, onLoopback);
         if (refused !== undefined) {
+          if (refused[0] === 401)
+            res.setHeader('WWW-Authenticate', 'Bearer realm="sluice console"');
+          const dropped = logLimit(String(refused[0]));
+          if (dropped !== undefined) {
+            logger.info({ remote, status: refused[0], dropped }, 'console: counter reset refused');
+          }
           sendJson(res, refused[0], { error: refused[1] });
           return;
         }
@@ -492,7 +615,10 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
         }
         const reset: string[] = [];
         for (const key of keys) if (await store.reset(key)) reset.push(key);
-        logger.warn({ remote, keys, reset: reset.length }, 'console: counters reset');
+        logger.warn(
+          { remote, keys: capList(keys, PROBLEMS_MAX, DISPLAY_MAX_CHARS), reset: reset.length },
+          'console: counters reset',
+        );
         sendJson(res, 200, { keys, reset });
       },
     },
@@ -508,8 +634,24 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
     },
   ];
 
+  const admit = createApiBudget(clock);
+  const limited = endpoints.map((endpoint): ConsoleEndpoint => {
+    if (!endpoint.path.startsWith('/api/')) return endpoint;
+    const { route } = endpoint;
+    return {
+      ...endpoint,
+      route: (req, res) => {
+        if (admit()) return route(req, res);
+        res.setHeader('Retry-After', '1');
+        sendJson(res, 429, {
+          error: `the console answers at most ${API_PER_SECOND} requests a second (all clients together); retry in a second`,
+        });
+      },
+    };
+  });
+
   return {
-    endpoints,
+    endpoints: limited,
     page: serveAsset('index.html'),
     close: () => sampler.close(),
   };
