@@ -30,7 +30,7 @@ function containersConf(): string {
     }).trim();
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr ?? String(err);
-    throw new Error(`scripts/containers-conf.sh failed: ${stderr.trim()}`);
+    throw new Error(`scripts/containers-conf.sh failed: ${stderr.trim()}`, { cause: err });
   }
 }
 
