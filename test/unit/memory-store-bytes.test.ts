@@ -66,6 +66,69 @@ describe('memory store: the byte cap', () => {
     expect((await store.apply([spec(longKey(0, 4_000), 0)])).results[0]!.remaining).toBe(100);
   });
 
+  it('counts a counter at 192 bytes plus its key, rounded up to 8: a cap of exactly three holds three', async () => {
+    // 13 characters, counted as 16: 208 bytes a counter.
+    const keys = ['key-aaaaaaaa1', 'key-aaaaaaaa2', 'key-aaaaaaaa3', 'key-aaaaaaaa4'];
+    const exact = make(3 * 208);
+    for (const key of keys.slice(0, 3)) await exact.store.apply([spec(key)]);
+    expect(exact.store.size()).toBe(3);
+    expect(exact.evicted.lru).toBe(0);
+    await exact.store.apply([spec(keys[3]!)]);
+    expect(exact.store.size()).toBe(3);
+    expect(exact.evicted.lru).toBe(1);
+    // A byte less, and the third takes the place of one of the first two.
+    const short = make(3 * 208 - 1);
+    for (const key of keys.slice(0, 3)) await short.store.apply([spec(key)]);
+    expect(short.store.size()).toBe(2);
+    expect(short.evicted.lru).toBe(1);
+  });
+
+  it('counts a key with any character outside ASCII at two bytes each, its ASCII ones included', async () => {
+    // 13 characters at two bytes: 26, counted as 32, so 224 bytes a counter.
+    for (const odd of ['é', '€', '😀']) {
+      const key = (i: number) => `key-aaaaaa${i}${odd}`.padEnd(13, 'b');
+      const exact = make(2 * 224);
+      await exact.store.apply([spec(key(1))]);
+      await exact.store.apply([spec(key(2))]);
+      expect(exact.evicted.lru, odd).toBe(0);
+      const short = make(2 * 224 - 1);
+      await short.store.apply([spec(key(1))]);
+      await short.store.apply([spec(key(2))]);
+      expect(short.evicted.lru, odd).toBe(1);
+    }
+  });
+
+  it("counts a busy counter's state at 256 bytes plus 8 a number of its ring, growth included", async () => {
+    const log = specBuilder({ algorithm: 'sliding_log', windowMs: HOUR, limit: 100 });
+    // Key 'w' (200 bytes) with hits in 3 milliseconds: a ring of 4 pairs, 8 numbers (320 bytes);
+    // then 'q' (200 bytes) fits exactly.
+    const run = async (maxBytes: number) => {
+      const made = make(maxBytes);
+      for (let ms = 0; ms < 3; ms++) {
+        await made.store.apply([log('w')]);
+        made.clock.advance(1);
+      }
+      await made.store.apply([spec('q')]);
+      return made;
+    };
+    const exact = await run(720);
+    expect(exact.store.size()).toBe(2);
+    expect(exact.evicted.lru).toBe(0);
+    // A byte less: 'w', the only counter, goes to make room for 'q' (the clock hand clears its
+    // used bit, comes round, and takes it).
+    const short = await run(719);
+    expect(short.store.size()).toBe(1);
+    expect(short.evicted.lru).toBe(1);
+    // Hits in a fifth millisecond grow the ring to 8 pairs (64 bytes more): 'q' is shed.
+    await exact.store.apply([log('w')]);
+    exact.clock.advance(1);
+    expect(exact.evicted.lru).toBe(0);
+    await exact.store.apply([log('w')]);
+    expect(exact.evicted.lru).toBe(1);
+    expect(exact.store.size()).toBe(1);
+    expect((await exact.store.apply([log('w', 0)])).results[0]!.remaining).toBe(95);
+  });
+
   it('counts a key with a character outside ASCII at two bytes a character', async () => {
     const ascii = make(1_048_576);
     await flood(ascii.store, 0, 500, 2_000);
