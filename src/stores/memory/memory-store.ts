@@ -24,11 +24,11 @@
  *   exhaust the heap under the count cap. Each counter is counted at {@link COUNTER_BYTES} plus
  *   its key's characters (two bytes each when the key has one outside ASCII, as V8 then stores
  *   the whole string), and a {@link WIDE} one also at {@link WIDE_STATE_BYTES} plus its ring's
- *   numbers. The count is kept up to date at each insert, removal and ring growth, in O(1) and
- *   without allocating; the rare key that is not ASCII is found once, when it is inserted.
- *   Inserting a new counter into a full map (by either cap)
- *   first evicts an expired counter, else one not used recently, chosen by the CLOCK (second
- *   chance) approximation of least-recently-used: a hand walks the map in insertion order,
+ *   numbers. The byte count is kept up to date at each insert, removal and ring growth, in O(1)
+ *   and without allocating; a key that is not ASCII is found once, when it is inserted.
+ *   Inserting a new counter into a full map (by either cap) first evicts an expired counter,
+ *   else one not used recently, chosen by the CLOCK (second chance) approximation of
+ *   least-recently-used: a hand walks the map in insertion order,
  *   clearing the "used" bit of each counter it passes and evicting the first one found without
  *   it (after {@link CAP_SCAN_LIMIT} counters, the one under the hand). Every access after the
  *   first sets the bit, so a counter in use survives a full turn of the hand, and a flood of keys
@@ -176,14 +176,14 @@ export interface MemoryStoreOptions {
  *
  * At either cap (`maxKeys` counters, `maxBytes` bytes), a new counter takes the place of an
  * expired one, else of one not used recently (CLOCK), as many as it takes to fit (one long key
- * may displace several short ones), but never of a counter that is limiting someone: one whose last decision left
- * it without room (over its limit, or exactly at it) stays until it expires, so no flood of new
- * keys, sent once or many times, resets a client that is being rejected. When the clock hand
- * finds only limiting counters within {@link LIMITING_SCAN_LIMIT}, the new counter is decided as
- * a fresh one and not stored (counted through `onNotStored`): its request is answered as a first
- * request would be, and charges nothing that lasts (docs/operations.md, "Memory store"). When
- * the rings of busy counters grow the bytes held past `maxBytes`, counters are dropped by the same
- * rules at the end of that call.
+ * may displace several short ones), but never of a counter that is limiting someone: one whose
+ * last decision left it without room (over its limit, or exactly at it) stays until it expires,
+ * so no flood of new keys, sent once or many times, resets a client that is being rejected. When
+ * the clock hand finds only limiting counters within {@link LIMITING_SCAN_LIMIT}, the new counter
+ * is decided as a fresh one and not stored (counted through `onNotStored`): its request is
+ * answered as a first request would be, and charges nothing that lasts (docs/operations.md,
+ * "Memory"). When the rings of busy counters grow the bytes held past `maxBytes`, counters are
+ * dropped by the same rules at the end of that call.
  *
  * `size()` counts the entries held, which includes entries that have expired but have not yet
  * been reached by the reclaim cursor. Specs with the same key must have the same algorithm and
