@@ -87,6 +87,14 @@ export async function createStore(
     // (read when the warning is written, after the call that evicted).
     let cap = (): string => 'MEMORY_MAX_KEYS';
     memoryLog.info({ maxKeys, maxBytes }, 'memory store created');
+    // Above half the heap limit the cap no longer leaves the rest of the process, and the
+    // garbage of a flood, their room: a flood of long keys can exhaust the heap before it.
+    if (maxBytes > defaultMaxBytes()) {
+      memoryLog.warn(
+        { maxBytes, heapLimit: 2 * defaultMaxBytes() },
+        'MEMORY_MAX_BYTES is over half the heap limit: a flood of long keys can exhaust the heap; lower it or raise --max-old-space-size',
+      );
+    }
     const store = createMemoryStore({
       clock,
       maxKeys,
