@@ -81,6 +81,14 @@ describe('memory store: the byte cap', () => {
     for (const key of keys.slice(0, 3)) await short.store.apply([spec(key)]);
     expect(short.store.size()).toBe(2);
     expect(short.evicted.lru).toBe(1);
+    // A cap of exactly one counter holds it; a byte less holds none (and drops none).
+    const one = make(208);
+    await one.store.apply([spec(keys[0]!)]);
+    expect(one.store.size()).toBe(1);
+    const none = make(207);
+    await none.store.apply([spec(keys[0]!)]);
+    expect(none.store.size()).toBe(0);
+    expect(none.notStored()).toBe(1);
   });
 
   it('counts a key with any character outside ASCII at two bytes each, its ASCII ones included', async () => {
@@ -200,6 +208,29 @@ describe('memory store: the byte cap', () => {
     const whole = store.top!(100).filter((row) => row.count === 1_000);
     expect(whole.length).toBeLessThanOrEqual(7);
     expect(evicted.lru).toBeGreaterThan(0);
+  });
+
+  it('sheds as many counters as a ring that grew takes, not just one', async () => {
+    const log = specBuilder({ algorithm: 'sliding_log', windowMs: HOUR, limit: 100 });
+    // 'w' with hits in 9 milliseconds: a ring of 16 pairs, 32 numbers (200 + 256 + 256 bytes);
+    // 'q1' and 'q2' (200 each) fill the cap exactly.
+    const { clock, store, evicted } = make(712 + 400);
+    for (let ms = 0; ms < 9; ms++) {
+      await store.apply([log('w')]);
+      clock.advance(1);
+    }
+    await store.apply([spec('q1')]);
+    await store.apply([spec('q2')]);
+    for (let ms = 9; ms < 16; ms++) {
+      await store.apply([log('w')]);
+      clock.advance(1);
+    }
+    expect(store.size()).toBe(3);
+    expect(evicted.lru).toBe(0);
+    // The 17th millisecond doubles the ring: 256 bytes more, so both go.
+    await store.apply([log('w')]);
+    expect(evicted.lru).toBe(2);
+    expect(store.size()).toBe(1);
   });
 
   it('gives the bytes back when counters go: after expiry and reset, as many keys fit as at first', async () => {

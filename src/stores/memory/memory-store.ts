@@ -453,14 +453,14 @@ class MemoryStore implements CounterStore {
         // Saturate below 2^53, where doubles stop counting exactly: only a shadow counter far
         // over its limit gets near it (every charge is at most MAX_UINT32 from the limiter).
         const room = MAX_EXACT_TOTAL - state.total;
-        const ring = state.ring;
+        const ringLength = state.ring.length;
         ALGORITHM_STEPS[spec.algorithm].charge(state, now, Math.min(spec.hits, room), spec);
         const slot = slotOf[first]!;
         if (!this.owns(slot, spec.key)) continue;
         // A stored wide state grows its ring only here: count the growth at once, so a removal
-        // always takes off what was counted.
-        if (state.ring !== ring && (this.meta[slot]! & SHAPE) === WIDE) {
-          this.bytes += (state.ring.length - ring.length) * RING_NUMBER_BYTES;
+        // always takes off what was counted. (A scratch state's ring is counted if it goes wide.)
+        if ((this.meta[slot]! & SHAPE) === WIDE) {
+          this.bytes += (state.ring.length - ringLength) * RING_NUMBER_BYTES;
         }
         // The cap's reclaim reads the column: a counter charged here must not look expired
         // to an insert later in this batch.
@@ -504,7 +504,7 @@ class MemoryStore implements CounterStore {
     // Stryker disable next-line BooleanLiteral: only saves lookups (see the field)
     this.removedInBatch = false;
     // Busy counters' rings may have grown past the byte cap: shed counters as an insert would.
-    if (this.bytes > this.maxBytes) this.shed(now);
+    this.shed(now);
 
     this.reportEvictions();
     return { admitted, results };
@@ -605,7 +605,7 @@ class MemoryStore implements CounterStore {
     key.charCodeAt(0);
     // UTF-8 is longer than the characters exactly when one is outside ASCII (one native pass,
     // once per key: a key is hashed and copied as often on its way here).
-    const keyBits = Buffer.byteLength(key, 'utf8') === key.length ? FLAT : TWO_BYTE_KEY;
+    const keyBits = Buffer.byteLength(key) === key.length ? FLAT : TWO_BYTE_KEY;
     const cost = counterBytes(key, keyBits);
     if (!this.makeRoom(now, cost)) return NONE;
     let slot = this.freeHead;
