@@ -89,6 +89,11 @@ export interface Settings {
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
   readonly memoryMaxKeys: number;
   /**
+   * `MEMORY_MAX_BYTES`: cap on the bytes the memory store's counters hold, key text included
+   * (at least 1 MiB); `undefined` (unset) means half of V8's heap limit.
+   */
+  readonly memoryMaxBytes: number | undefined;
+  /**
    * `METRICS_MAX_SERIES_PER_RULE` (default 1000): per-rule series a rule may get from request
    * values (`detailed_metric`, `value_to_metric`, overrides); more go to its overflow series.
    */
@@ -215,6 +220,7 @@ export function storeOptions(settings: Settings): StoreOptions {
     backendType: settings.backendType,
     backendTypeInferred: settings.backendTypeInferred,
     memoryMaxKeys: settings.memoryMaxKeys,
+    memoryMaxBytes: settings.memoryMaxBytes,
     storeFailureMode: settings.storeFailureMode,
     redis: settings.redis,
   };
@@ -323,6 +329,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     redis: backendType === 'redis' ? redisOptions : undefined,
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
+    // Unset, the store derives it from the heap limit of the process it runs in.
+    memoryMaxBytes:
+      r.raw('MEMORY_MAX_BYTES') === undefined
+        ? undefined
+        : r.int('MEMORY_MAX_BYTES', 0, 1_048_576, 2 ** 50),
     metricsMaxSeriesPerRule: r.int('METRICS_MAX_SERIES_PER_RULE', 1_000, 0, 1_000_000),
     metricsMaxSeries: r.int('METRICS_MAX_SERIES', 10_000, 0, 1_000_000),
     ...configLimits(r),

@@ -9,7 +9,7 @@ import type { Logger } from '../logging/logger.js';
 import type { StoreMetricsSink } from '../metrics/metrics.js';
 import type { CounterStore } from './counter-store.js';
 import { withFailurePolicy, type StoreFailureMode } from './failure-policy.js';
-import { createMemoryStore } from './memory/memory-store.js';
+import { createMemoryStore, defaultMaxBytes } from './memory/memory-store.js';
 import { createRedisClient, waitUntilReady, type RedisConnectionOptions } from './redis/connect.js';
 import { createRedisStore } from './redis/redis-store.js';
 
@@ -45,6 +45,11 @@ export interface StoreOptions {
   readonly backendTypeInferred: boolean;
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store. */
   readonly memoryMaxKeys: number;
+  /**
+   * `MEMORY_MAX_BYTES`: cap on the bytes the memory store's counters hold, key text included;
+   * `undefined` means half of V8's heap limit (`defaultMaxBytes`).
+   */
+  readonly memoryMaxBytes: number | undefined;
   /** `STORE_FAILURE_MODE`: what a call answers when the Redis store fails. */
   readonly storeFailureMode: StoreFailureMode;
   /** The Redis store's options; `undefined` unless `backendType` is `redis`. */
@@ -76,9 +81,24 @@ export async function createStore(
     let loggedAt = -Infinity;
     let unstored = 0;
     let unstoredLoggedAt = -Infinity;
-    return createMemoryStore({
+    const maxKeys = settings.memoryMaxKeys;
+    const maxBytes = settings.memoryMaxBytes ?? defaultMaxBytes();
+    // Which cap was reached: the key cap when the store holds that many keys, else the byte cap
+    // (read when the warning is written, after the call that evicted).
+    let cap = (): string => 'MEMORY_MAX_KEYS';
+    memoryLog.info({ maxKeys, maxBytes }, 'memory store created');
+    // Above half the heap limit the cap no longer leaves the rest of the process, and the
+    // garbage of a flood, their room: a flood of long keys can exhaust the heap before it.
+    if (maxBytes > defaultMaxBytes()) {
+      memoryLog.warn(
+        { maxBytes, heapLimit: 2 * defaultMaxBytes() },
+        'MEMORY_MAX_BYTES is over half the heap limit: a flood of long keys can exhaust the heap; lower it or raise --max-old-space-size',
+      );
+    }
+    const store = createMemoryStore({
       clock,
-      maxKeys: settings.memoryMaxKeys,
+      maxKeys,
+      maxBytes,
       onEvict: (reason, count) => {
         metrics?.evicted(reason, count);
         if (reason !== 'lru') return;
@@ -86,8 +106,8 @@ export async function createStore(
         const now = clock();
         if (now - loggedAt < LRU_WARNING_INTERVAL_MS) return;
         memoryLog.warn(
-          { count: unlogged, maxKeys: settings.memoryMaxKeys },
-          'evicted live counters: MEMORY_MAX_KEYS reached',
+          { count: unlogged, maxKeys, maxBytes },
+          `evicted live counters: ${cap()} reached`,
         );
         unlogged = 0;
         loggedAt = now;
@@ -98,13 +118,15 @@ export async function createStore(
         const now = clock();
         if (now - unstoredLoggedAt < LRU_WARNING_INTERVAL_MS) return;
         memoryLog.warn(
-          { count: unstored, maxKeys: settings.memoryMaxKeys },
-          'new counters not stored: MEMORY_MAX_KEYS reached and the counters held are limiting clients',
+          { count: unstored, maxKeys, maxBytes },
+          `new counters not stored: ${cap()} reached and the counters held are limiting clients`,
         );
         unstored = 0;
         unstoredLoggedAt = now;
       },
     });
+    cap = () => (store.size() >= maxKeys ? 'MEMORY_MAX_KEYS' : 'MEMORY_MAX_BYTES');
+    return store;
   };
   const redis = settings.redis;
   if (settings.backendType !== 'redis' || redis === undefined) return memory();

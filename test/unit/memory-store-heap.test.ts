@@ -3,15 +3,18 @@
  * layout in src/stores/memory/memory-store.ts): its key, a map entry and a few cells of typed
  * arrays, and no JavaScript object of its own. A counter of any algorithm that holds hits from
  * one moment (a fixed window, a token bucket, a sliding window or log with one sub-bucket or
- * timestamp) is quiet; only busier ones are kept as a whole state object.
+ * timestamp) is quiet; only busier ones are kept as a whole state object. And what the byte cap
+ * (`maxBytes`, `MEMORY_MAX_BYTES`) counts is what the heap really holds: a store kept full of
+ * long keys or busy counters holds no more heap than its cap.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { createManualClock } from '../../src/clock.js';
+import { createManualClock, type ManualClock } from '../../src/clock.js';
 import type { Algorithm } from '../../src/algorithms/index.js';
+import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import { spec } from '../helpers/specs.js';
+import { spec, specBuilder } from '../helpers/specs.js';
 
 /** A full garbage collection: `--expose-gc` when given, else enabled at run time. */
 const gc: () => void = (() => {
@@ -77,5 +80,68 @@ describe('memory store: the columns never outgrow the cap', () => {
     // 1024 slots of the four columns are 21 KiB; 2 slots are 42 bytes (on the JavaScript heap).
     expect(held / STORES, 'array buffer bytes per store').toBeLessThan(4_096);
     await Promise.all(stores.map((store) => store.close()));
+  });
+});
+
+/** The byte cap of the flood tests below: 16 MiB. */
+const MAX_BYTES = 16 * 1_048_576;
+
+/**
+ * Fill a store capped at `maxBytes` through `fill` (which gets the store and a fresh
+ * manual clock), then return the heap it held: what closing it freed.
+ */
+function heapHeldAtCap(
+  maxBytes: number,
+  fill: (store: CounterStore, clock: ManualClock) => void,
+): { held: number; size: number } {
+  const clock = createManualClock(1_700_000_000_000);
+  const store = createMemoryStore({ clock: clock.now, maxBytes, sweepIntervalMs: 0 });
+  fill(store, clock);
+  const size = store.size();
+  const before = heapAfterGc();
+  void store.close();
+  return { held: before - heapAfterGc(), size };
+}
+
+/** Distinct keys `chars` characters of `fill` long, 64 per call, `count` in all. */
+function floodLongKeys(store: CounterStore, count: number, chars: number, fill: string): void {
+  const pad = fill.repeat(chars);
+  for (let i = 0; i < count; i += 64) {
+    const batch = [];
+    for (let k = i; k < i + 64; k++) batch.push(spec(`sw|60000|flood|v=${k}-${pad}`));
+    store.applyNow!(batch);
+  }
+}
+
+describe('memory store: the byte cap bounds the heap really held', () => {
+  it('4,000-character keys, 64 per call: 80 MB of key text leaves at most the 16 MiB cap held', () => {
+    const { held, size } = heapHeldAtCap(MAX_BYTES, (store) =>
+      floodLongKeys(store, 20_032, 4_000, 'v'),
+    );
+    expect(size).toBeLessThan(20_032 / 4);
+    expect(held, `heap held by ${size} counters`).toBeLessThanOrEqual(MAX_BYTES);
+  });
+
+  it('keys with a character outside ASCII (two bytes each in V8) stay under the cap too', () => {
+    const { held, size } = heapHeldAtCap(MAX_BYTES, (store) =>
+      floodLongKeys(store, 10_048, 4_000, 'é€'),
+    );
+    expect(size).toBeLessThan(10_048 / 4);
+    expect(held, `heap held by ${size} counters`).toBeLessThanOrEqual(MAX_BYTES);
+  });
+
+  it('busy counters: sliding logs with a hit every millisecond stay under the cap', () => {
+    const log = specBuilder({ algorithm: 'sliding_log', windowMs: 3_600_000, limit: 10_000 });
+    // 520 hits in as many milliseconds give each log a ring of 1,024 pairs (16 KiB): 320 of them
+    // would hold 5.3 MB, over a 4 MiB cap.
+    const maxBytes = 4 * 1_048_576;
+    const { held, size } = heapHeldAtCap(maxBytes, (store, clock) => {
+      const specs = Array.from({ length: 320 }, (_, i) => log(`busy-${i}`));
+      for (let ms = 0; ms < 520; ms++) {
+        store.applyNow!(specs);
+        clock.advance(1);
+      }
+    });
+    expect(held, `heap held by ${size} counters`).toBeLessThanOrEqual(maxBytes);
   });
 });

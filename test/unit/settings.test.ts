@@ -2,7 +2,12 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
 import { goDurationMs } from '../../src/settings-reader.js';
-import { BUNDLED_CONFIG_DIR, loadCheckSettings, loadSettings } from '../../src/settings.js';
+import {
+  BUNDLED_CONFIG_DIR,
+  loadCheckSettings,
+  loadSettings,
+  storeOptions,
+} from '../../src/settings.js';
 
 describe('loadSettings', () => {
   it("uses the reference's defaults, the memory store and the bundled rules when nothing is set", () => {
@@ -106,6 +111,19 @@ describe('loadSettings', () => {
     expect(
       loadSettings({ MEMORY_MAX_KEYS: '10', MAX_DESCRIPTORS_PER_REQUEST: '10' }).memoryMaxKeys,
     ).toBe(10);
+  });
+
+  it('reads MEMORY_MAX_BYTES: unset leaves it to the store (half the heap limit), 1 MiB at least', () => {
+    expect(loadSettings({}).memoryMaxBytes).toBeUndefined();
+    expect(loadSettings({ MEMORY_MAX_BYTES: '268435456' }).memoryMaxBytes).toBe(268_435_456);
+    expect(storeOptions(loadSettings({ MEMORY_MAX_BYTES: '1048576' })).memoryMaxBytes).toBe(
+      1_048_576,
+    );
+    for (const bad of ['1000', '256MB', '-1']) {
+      expect(() => loadSettings({ MEMORY_MAX_BYTES: bad })).toThrow(
+        `MEMORY_MAX_BYTES=${JSON.stringify(bad)}: expected an integer from 1048576 to`,
+      );
+    }
   });
 
   it('reads only MERGE_DOMAIN_CONFIG, DEFAULT_ALGORITHM and the rule bounds for `sluice check`', () => {

@@ -5,6 +5,7 @@
  * reason when it is missing, failing under CI); test/contract/redis-connect.test.ts covers the
  * Redis store's own behaviour behind the factory.
  */
+import { getHeapStatistics } from 'node:v8';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
@@ -95,6 +96,27 @@ describe('createStore: the memory store', () => {
         await store.close();
       }
     }
+  });
+
+  it('warns at start when MEMORY_MAX_BYTES is over half the heap limit, and only then', async () => {
+    const heapLimit = getHeapStatistics().heap_size_limit;
+    const warnings = async (maxBytes: number) => {
+      const { logger, lines } = capturingLogger();
+      const store = await createStore(loadSettings({ MEMORY_MAX_BYTES: String(maxBytes) }), {
+        clock: createManualClock(T0).now,
+        logger,
+      });
+      await store.close();
+      return lines.filter((line) => String(line['msg']).startsWith('MEMORY_MAX_BYTES is over'));
+    };
+    expect(await warnings(heapLimit)).toEqual([
+      expect.objectContaining({
+        level: 40,
+        maxBytes: heapLimit,
+        heapLimit: heapLimit - (heapLimit % 2),
+      }),
+    ]);
+    expect(await warnings(Math.floor(heapLimit / 2))).toEqual([]);
   });
 
   it('is what BACKEND_TYPE=memory gives even with Redis options at hand, and what no Redis options give', async () => {

@@ -19,9 +19,16 @@
  * Memory stays bounded two ways, neither of which ever scans the whole map at once:
  * - idle reclaim: a cursor walks the map a few entries per `apply()` call (and a bounded batch
  *   per tick of an optional unref'd timer), deleting entries whose every bucket has expired;
- * - a cap (`maxKeys`, the `MEMORY_MAX_KEYS` setting): inserting a new counter into a full map
- *   first evicts an expired counter, else one not used recently, chosen by the CLOCK (second
- *   chance) approximation of least-recently-used: a hand walks the map in insertion order,
+ * - two caps: on the count of counters (`maxKeys`, `MEMORY_MAX_KEYS`) and on the bytes they hold
+ *   (`maxBytes`, `MEMORY_MAX_BYTES`), key text included, so that long descriptor values cannot
+ *   exhaust the heap under the count cap. Each counter is counted at {@link COUNTER_BYTES} plus
+ *   its key's characters (two bytes each when the key has one outside ASCII, as V8 then stores
+ *   the whole string), and a {@link WIDE} one also at {@link WIDE_STATE_BYTES} plus its ring's
+ *   numbers. The byte count is kept up to date at each insert, removal and ring growth, in O(1)
+ *   and without allocating; a key that is not ASCII is found once, when it is inserted.
+ *   Inserting a new counter into a full map (by either cap) first evicts an expired counter,
+ *   else one not used recently, chosen by the CLOCK (second chance) approximation of
+ *   least-recently-used: a hand walks the map in insertion order,
  *   clearing the "used" bit of each counter it passes and evicting the first one found without
  *   it (after {@link CAP_SCAN_LIMIT} counters, the one under the hand). Every access after the
  *   first sets the bit, so a counter in use survives a full turn of the hand, and a flood of keys
@@ -31,6 +38,7 @@
  *   option: V8's ordered hash table leaves a deleted entry in its bucket chain until the next
  *   rehash, so one hot key's chain grows with every request (measured: lookups ~35x slower).
  */
+import { getHeapStatistics } from 'node:v8';
 import type { Clock } from '../../clock.js';
 import {
   ALGORITHM_STEPS,
@@ -54,6 +62,33 @@ export type EvictReason = 'expired' | 'lru';
 
 /** Default of `maxKeys` (the `MEMORY_MAX_KEYS` setting's default). */
 export const DEFAULT_MAX_KEYS = 1_000_000;
+
+/**
+ * Default of `maxBytes` (the `MEMORY_MAX_BYTES` setting's default): half of V8's heap limit
+ * (`heap_size_limit`, which `--max-old-space-size` sets), leaving the other half to the rest of
+ * the process (rules, requests in flight, garbage not yet collected).
+ */
+export function defaultMaxBytes(): number {
+  return Math.floor(getHeapStatistics().heap_size_limit / 2);
+}
+
+/**
+ * Bytes a counter is counted at besides its key's characters: its `Map` entry, its cells in the
+ * columns and the key string's headers. Measured from about 60 (many counters) to 140 (a little
+ * over a power of two, where the `Map` and the columns have just doubled); the parts add up to
+ * about 150 at worst, and this leaves a margin above that, so what is counted is never less than
+ * what is held (docs/operations.md, "Capacity planning").
+ */
+const COUNTER_BYTES = 192;
+
+/**
+ * Bytes a {@link WIDE} counter's state is counted at besides its ring's numbers: the object and
+ * its boxed numbers, the ring array's headers and the side map's entry (measured about 200).
+ */
+const WIDE_STATE_BYTES = 256;
+
+/** Bytes per number of a wide state's ring (a double each). */
+const RING_NUMBER_BYTES = 8;
 
 /** Default of `sweepBatch`. */
 export const DEFAULT_SWEEP_BATCH = 8;
@@ -86,6 +121,13 @@ export interface MemoryStoreOptions {
    * counters of the batch being charged.
    */
   maxKeys?: number;
+  /**
+   * Most bytes the counters may hold at once, as counted (see the module header: a fixed cost
+   * per counter, its key's text, a busy counter's state); `undefined` means
+   * {@link defaultMaxBytes}. When a single new key needs more than this, it is decided as a
+   * fresh counter and not stored.
+   */
+  maxBytes?: number;
   /**
    * Entries the idle-reclaim cursor examines per `apply()` call, on top of one per spec of the
    * call (so the cursor always outpaces insertions); `undefined` means {@link DEFAULT_SWEEP_BATCH}.
@@ -132,13 +174,16 @@ export interface MemoryStoreOptions {
  *    `limit - total` (0 when over), `resetMs` as in `CounterResult`, where "the same hits" of a
  *    repeated key means the cumulative hits of step 1.
  *
- * At the cap (`maxKeys`), a new counter takes the place of an expired one, else of one not used
- * recently (CLOCK), but never of a counter that is limiting someone: one whose last decision left
- * it without room (over its limit, or exactly at it) stays until it expires, so no flood of new
- * keys, sent once or many times, resets a client that is being rejected. When the clock hand
- * finds only limiting counters within {@link LIMITING_SCAN_LIMIT}, the new counter is decided as
- * a fresh one and not stored (counted through `onNotStored`): its request is answered as a first
- * request would be, and charges nothing that lasts (docs/operations.md, "Memory store").
+ * At either cap (`maxKeys` counters, `maxBytes` bytes), a new counter takes the place of an
+ * expired one, else of one not used recently (CLOCK), as many as it takes to fit (one long key
+ * may displace several short ones), but never of a counter that is limiting someone: one whose
+ * last decision left it without room (over its limit, or exactly at it) stays until it expires,
+ * so no flood of new keys, sent once or many times, resets a client that is being rejected. When
+ * the clock hand finds only limiting counters within {@link LIMITING_SCAN_LIMIT}, the new counter
+ * is decided as a fresh one and not stored (counted through `onNotStored`): its request is
+ * answered as a first request would be, and charges nothing that lasts (docs/operations.md,
+ * "Memory"). When the rings of busy counters grow the bytes held past `maxBytes`, counters are
+ * dropped by the same rules at the end of that call.
  *
  * `size()` counts the entries held, which includes entries that have expired but have not yet
  * been reached by the reclaim cursor. Specs with the same key must have the same algorithm and
@@ -172,8 +217,13 @@ const USED = 4;
  * or at it): such a counter is limiting someone, and the cap never evicts it before it expires.
  */
 const LIMITING = 8;
+/**
+ * The bit of `meta` set when the key has a character outside ASCII, so V8 may hold it at two
+ * bytes per character: the key is counted so (see `counterBytes`).
+ */
+const TWO_BYTE_KEY = 16;
 /** The bits of `meta` that {@link MemoryStore.save} keeps. */
-const FLAGS = USED | LIMITING;
+const FLAGS = USED | LIMITING | TWO_BYTE_KEY;
 
 /** No slot (end of a list, or a counter that does not exist). */
 const NONE = -1;
@@ -190,6 +240,9 @@ const MAX_EXACT_TOTAL = Number.MAX_SAFE_INTEGER;
 class MemoryStore implements CounterStore {
   private readonly clock: Clock;
   private readonly maxKeys: number;
+  private readonly maxBytes: number;
+  /** Bytes held as counted (see the module header); at most `maxBytes` after every call. */
+  private bytes = 0;
   private readonly sweepBatch: number;
   private readonly timerSweepBatch: number;
   private readonly onEvict: (reason: EvictReason, count: number) => void;
@@ -247,6 +300,7 @@ class MemoryStore implements CounterStore {
   constructor(options: MemoryStoreOptions) {
     this.clock = options.clock;
     this.maxKeys = Math.max(1, Math.floor(options.maxKeys ?? DEFAULT_MAX_KEYS));
+    this.maxBytes = Math.max(0, Math.floor(options.maxBytes ?? defaultMaxBytes()));
     this.sweepBatch = Math.max(0, Math.floor(options.sweepBatch ?? DEFAULT_SWEEP_BATCH));
     this.timerSweepBatch = Math.max(
       1,
@@ -324,6 +378,7 @@ class MemoryStore implements CounterStore {
     this.wide.clear();
     this.used = 0;
     this.freeHead = NONE;
+    this.bytes = 0;
     this.total = new Float64Array(0);
     this.emptyAt = new Float64Array(0);
     this.meta = new Uint8Array(0);
@@ -398,9 +453,15 @@ class MemoryStore implements CounterStore {
         // Saturate below 2^53, where doubles stop counting exactly: only a shadow counter far
         // over its limit gets near it (every charge is at most MAX_UINT32 from the limiter).
         const room = MAX_EXACT_TOTAL - state.total;
+        const ringLength = state.ring.length;
         ALGORITHM_STEPS[spec.algorithm].charge(state, now, Math.min(spec.hits, room), spec);
         const slot = slotOf[first]!;
         if (!this.owns(slot, spec.key)) continue;
+        // A stored wide state grows its ring only here: count the growth at once, so a removal
+        // always takes off what was counted. (A scratch state's ring is counted if it goes wide.)
+        if ((this.meta[slot]! & SHAPE) === WIDE) {
+          this.bytes += (state.ring.length - ringLength) * RING_NUMBER_BYTES;
+        }
         // The cap's reclaim reads the column: a counter charged here must not look expired
         // to an insert later in this batch.
         this.emptyAt[slot] = state.emptyAtMs;
@@ -442,6 +503,8 @@ class MemoryStore implements CounterStore {
     }
     // Stryker disable next-line BooleanLiteral: only saves lookups (see the field)
     this.removedInBatch = false;
+    // Busy counters' rings may have grown past the byte cap: shed counters as an insert would.
+    this.shed(now);
 
     this.reportEvictions();
     return { admitted, results };
@@ -526,8 +589,10 @@ class MemoryStore implements CounterStore {
       }
     }
     // Several pairs (or numbers the columns do not imply): the slot gets its own state object.
-    this.wide.set(slot, cloneCounterState(state));
+    const wide = cloneCounterState(state);
+    this.wide.set(slot, wide);
     this.meta[slot] = WIDE | used;
+    this.bytes += WIDE_STATE_BYTES + wide.ring.length * RING_NUMBER_BYTES;
   }
 
   /**
@@ -535,10 +600,14 @@ class MemoryStore implements CounterStore {
    * full of counters that are limiting someone.
    */
   private insert(key: string, now: number): number {
-    if (!this.makeRoom(now)) return NONE;
     // Reading a character makes V8 flatten a concatenated key (a rope of ~230 bytes for a
     // typical 40-character key) into one flat string (~60 bytes) before it is kept.
     key.charCodeAt(0);
+    // UTF-8 is longer than the characters exactly when one is outside ASCII (one native pass,
+    // once per key: a key is hashed and copied as often on its way here).
+    const keyBits = Buffer.byteLength(key) === key.length ? FLAT : TWO_BYTE_KEY;
+    const cost = counterBytes(key, keyBits);
+    if (!this.makeRoom(now, cost)) return NONE;
     let slot = this.freeHead;
     if (slot !== NONE) {
       this.freeHead = this.total[slot]!;
@@ -551,9 +620,10 @@ class MemoryStore implements CounterStore {
     this.emptyAt[slot] = 0;
     // Not marked used: a counter earns its second chance by being used again, so a flood of
     // keys seen once never pushes out one in steady use.
-    this.meta[slot] = FLAT;
+    this.meta[slot] = FLAT | keyBits;
     this.limit[slot] = 0;
     this.slots.set(key, slot);
+    this.bytes += cost;
     return slot;
   }
 
@@ -571,8 +641,14 @@ class MemoryStore implements CounterStore {
 
   /** Delete the counter `key` at `slot` from the map, and free the slot. */
   private remove(slot: number, key: string): void {
+    const meta = this.meta[slot]!;
+    let bytes = counterBytes(key, meta);
+    if ((meta & SHAPE) === WIDE) {
+      bytes += WIDE_STATE_BYTES + this.wide.get(slot)!.ring.length * RING_NUMBER_BYTES;
+      this.wide.delete(slot);
+    }
+    this.bytes -= bytes;
     this.slots.delete(key);
-    this.wide.delete(slot);
     this.meta[slot] = FLAT;
     this.total[slot] = this.freeHead;
     this.emptyAt[slot] = 0;
@@ -602,51 +678,73 @@ class MemoryStore implements CounterStore {
   }
 
   /**
-   * Make room for one new counter when the map is at the cap: an expired counter found within
-   * {@link EXPIRED_SCAN_LIMIT} at the reclaim cursor, else the clock hand walks on from where it
-   * stopped, dropping the first counter that has expired or was not used since it was created or
-   * the hand last passed it (clearing the used bit of the others), and after
-   * {@link CAP_SCAN_LIMIT} counters the first one it reaches that is not limiting. A limiting
-   * counter (see {@link LIMITING}) is never dropped before it expires. An expired counter counts
-   * as `expired`, any other as `lru`. Returns false, dropping nothing live, when the hand found
-   * only limiting counters within {@link LIMITING_SCAN_LIMIT}.
+   * Make room for one new counter that will be counted at `cost` bytes, when the map is at either
+   * cap: drop counters one by one with {@link evictOne} until it fits. Returns false, dropping
+   * nothing more, when {@link evictOne} finds only limiting counters, or at once (dropping
+   * nothing) when the counter alone is over the byte cap.
    */
-  private makeRoom(now: number): boolean {
-    const { slots, meta, emptyAt } = this;
-    while (slots.size >= this.maxKeys) {
+  private makeRoom(now: number, cost: number): boolean {
+    if (cost > this.maxBytes) return false;
+    const slots = this.slots;
+    while (slots.size >= this.maxKeys || this.bytes + cost > this.maxBytes) {
       // What goes may be a counter of the batch being applied, whose slot then is not its own
       // any more (see `owns`).
       this.removedInBatch = true;
-      // An expired counter first, within a bounded look at the reclaim cursor.
-      const before = slots.size;
-      this.sweep(now, EXPIRED_SCAN_LIMIT, true);
-      if (slots.size < before) continue;
-      for (let k = 0; ; k++) {
-        // A small map of limiting counters is passed over until then, as a large one is.
-        if (k >= LIMITING_SCAN_LIMIT) return false;
-        this.hand ??= slots.entries();
-        const next = this.hand.next();
-        if (next.done === true) {
-          this.hand = undefined;
-          continue;
-        }
-        const [key, slot] = next.value;
-        if (emptyAt[slot]! <= now) {
-          this.remove(slot, key);
-          this.evictedExpired++;
-          break;
-        }
-        const bits = meta[slot]!;
-        if ((bits & LIMITING) !== 0) continue;
-        if ((bits & USED) === 0 || k >= CAP_SCAN_LIMIT) {
-          this.remove(slot, key);
-          this.evictedLru++;
-          break;
-        }
-        meta[slot] = bits & ~USED;
-      }
+      if (!this.evictOne(now)) return false;
     }
     return true;
+  }
+
+  /**
+   * Drop counters with {@link evictOne} until the bytes held are within the cap again (after
+   * busy counters' rings grew), or until only limiting counters are within its reach.
+   */
+  private shed(now: number): void {
+    while (this.bytes > this.maxBytes) {
+      if (!this.evictOne(now)) return;
+    }
+  }
+
+  /**
+   * Drop one counter or more: an expired counter found within {@link EXPIRED_SCAN_LIMIT} at the
+   * reclaim cursor, else the clock hand walks on from where it stopped, dropping the first
+   * counter that has expired or was not used since it was created or the hand last passed it
+   * (clearing the used bit of the others), and after {@link CAP_SCAN_LIMIT} counters the first
+   * one it reaches that is not limiting. A limiting counter (see {@link LIMITING}) is never
+   * dropped before it expires. An expired counter counts as `expired`, any other as `lru`.
+   * Returns false, dropping nothing live, when the hand found only limiting counters within
+   * {@link LIMITING_SCAN_LIMIT}.
+   */
+  private evictOne(now: number): boolean {
+    const { slots, meta, emptyAt } = this;
+    // An expired counter first, within a bounded look at the reclaim cursor.
+    const before = slots.size;
+    this.sweep(now, EXPIRED_SCAN_LIMIT, true);
+    if (slots.size < before) return true;
+    for (let k = 0; ; k++) {
+      // A small map of limiting counters is passed over until then, as a large one is.
+      if (k >= LIMITING_SCAN_LIMIT) return false;
+      this.hand ??= slots.entries();
+      const next = this.hand.next();
+      if (next.done === true) {
+        this.hand = undefined;
+        continue;
+      }
+      const [key, slot] = next.value;
+      if (emptyAt[slot]! <= now) {
+        this.remove(slot, key);
+        this.evictedExpired++;
+        return true;
+      }
+      const bits = meta[slot]!;
+      if ((bits & LIMITING) !== 0) continue;
+      if ((bits & USED) === 0 || k >= CAP_SCAN_LIMIT) {
+        this.remove(slot, key);
+        this.evictedLru++;
+        return true;
+      }
+      meta[slot] = bits & ~USED;
+    }
   }
 
   private sweepTick(): void {
@@ -670,6 +768,16 @@ class MemoryStore implements CounterStore {
       // A failing metrics sink must not fail a decision that has already been charged.
     }
   }
+}
+
+/**
+ * Bytes a counter of `key` is counted at, without a wide state: {@link COUNTER_BYTES} plus its
+ * characters, at two bytes each when `meta` has {@link TWO_BYTE_KEY}, rounded up to the 8 bytes
+ * V8 aligns a string to.
+ */
+function counterBytes(key: string, meta: number): number {
+  const chars = (meta & TWO_BYTE_KEY) === 0 ? key.length : key.length * 2;
+  return COUNTER_BYTES + ((chars + 7) & ~7);
 }
 
 /** The callback an option left out stands for. */
