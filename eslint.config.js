@@ -1,6 +1,7 @@
-// ESLint flat config: typescript-eslint with type-aware rules (see ../shared/STYLE.md, Tooling).
+// ESLint flat config: typescript-eslint with type-aware rules (CONTRIBUTING.md, "Lint").
 import { readdirSync } from 'node:fs';
 import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 /**
@@ -161,6 +162,19 @@ export default tseslint.config(
         { object: 'test', property: 'only', message: 'Focused tests skip the rest of the suite.' },
       ],
     },
+  },
+  {
+    // No import cycle in src/, type-only imports included (ARCHITECTURE.md, "Layers"): the layer
+    // rule below forbids arrows up, this also catches a loop inside one layer. Imports are
+    // written with `.js` (NodeNext) and resolve to the `.ts` sources.
+    files: ['src/**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/extensions': ['.ts', '.js'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createNodeResolver({ extensionAlias: { '.js': ['.ts', '.js'] } })],
+    },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
   {
     // Plain JavaScript helpers (scripts/*.mjs) run by npm before anything is built, and the

@@ -30,7 +30,11 @@ export interface HttpServer {
   close(graceMs: number): Promise<void>;
 }
 
-/** A request handler: returns false when it does not serve the path (then 404). */
+/**
+ * A request handler for one path of a router; a path no route serves is answered 404. It answers
+ * through `res` and may be async: a rejection is logged and answered 500 (or the connection cut,
+ * when the headers are already sent).
+ */
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
 
 /** Go's `http.Error`: a text body with the status text, as the reference answers errors. */
