@@ -78,24 +78,44 @@ function label(name: string, file: string): string {
   return `${name}=${JSON.stringify(file)}`;
 }
 
-/** Read the files; unreadable ones become problems (and `undefined` bytes). */
-async function readTlsFiles(
-  settings: GrpcTlsSettings,
-): Promise<{ bytes: TlsFileBytes; problems: string[] }> {
-  const problems: string[] = [];
-  const read = async (name: string, file: string | undefined): Promise<Buffer | undefined> => {
+/**
+ * Read TLS files named by their setting (`[NAME, file]`; an unset file reads as `undefined`).
+ * Every unreadable file becomes one problem naming the setting and the file, in the order given,
+ * so a start reports them all at once. The one reader of TLS files: the gRPC port's and the xDS
+ * client's.
+ */
+export async function readTlsFileSet(
+  files: readonly (readonly [name: string, file: string | undefined])[],
+): Promise<{ bytes: (Buffer | undefined)[]; problems: string[] }> {
+  const read = async (
+    name: string,
+    file: string | undefined,
+  ): Promise<Buffer | string | undefined> => {
     if (file === undefined) return undefined;
     try {
       return await readFile(file);
     } catch (error) {
-      problems.push(`${label(name, file)}: cannot read the file: ${(error as Error).message}`);
-      return undefined;
+      return `${label(name, file)}: cannot read the file: ${(error as Error).message}`;
     }
   };
-  const [cert, key, ca] = await Promise.all([
-    read('GRPC_SERVER_TLS_CERT', settings.certFile),
-    read('GRPC_SERVER_TLS_KEY', settings.keyFile),
-    read('GRPC_CLIENT_TLS_CACERT', settings.clientCaFile),
+  const results = await Promise.all(files.map(([name, file]) => read(name, file)));
+  return {
+    bytes: results.map((result) => (typeof result === 'string' ? undefined : result)),
+    problems: results.filter((result): result is string => typeof result === 'string'),
+  };
+}
+
+/** Read the port's files; unreadable ones become problems (and `undefined` bytes). */
+async function readTlsFiles(
+  settings: GrpcTlsSettings,
+): Promise<{ bytes: TlsFileBytes; problems: string[] }> {
+  const {
+    bytes: [cert, key, ca],
+    problems,
+  } = await readTlsFileSet([
+    ['GRPC_SERVER_TLS_CERT', settings.certFile],
+    ['GRPC_SERVER_TLS_KEY', settings.keyFile],
+    ['GRPC_CLIENT_TLS_CACERT', settings.clientCaFile],
   ]);
   return { bytes: { cert, key, ca }, problems };
 }

@@ -13,7 +13,6 @@
  * resends only what changed. Connection trouble is logged once per change of state, never once
  * per attempt.
  */
-import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -24,7 +23,8 @@ import type { RuleSource } from '../../config/source.js';
 import type { ConfigSnapshot } from '../../config/types.js';
 import type { ConfigOptions } from '../../config/validate.js';
 import { SLUICE_VERSION } from '../../version.js';
-import { PROTO_DIR } from '../grpc/proto.js';
+import { LOADER_OPTIONS } from '../grpc/proto.js';
+import { readTlsFileSet } from '../tls.js';
 import type { XdsOptions } from './options.js';
 import {
   MAX_ECHOED_LENGTH,
@@ -105,14 +105,7 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
   const { xds, logger } = options;
   const credentials =
     xds.tls === undefined ? grpc.credentials.createInsecure() : await tlsCredentials(xds);
-  const pkg = protoLoader.loadSync(ADS_PROTO, {
-    keepCase: true,
-    longs: Number,
-    enums: String,
-    defaults: false,
-    oneofs: true,
-    includeDirs: [PROTO_DIR],
-  });
+  const pkg = protoLoader.loadSync(ADS_PROTO, LOADER_OPTIONS);
   const service = pkg['envoy.service.discovery.v3.AggregatedDiscoveryService'] as
     grpc.ServiceDefinition | undefined;
   const method = service?.[ADS_METHOD];
@@ -343,23 +336,15 @@ function checkResponse(response: DiscoveryResponse): ConfigProblem[] {
 /** Channel credentials from the TLS files; every unreadable file is named at once. */
 async function tlsCredentials(xds: XdsOptions): Promise<grpc.ChannelCredentials> {
   const tls = xds.tls!;
-  const problems: string[] = [];
-  const read = async (name: string, file: string | undefined): Promise<Buffer | undefined> => {
-    if (file === undefined) return undefined;
-    try {
-      return await readFile(file);
-    } catch (error) {
-      problems.push(
-        `${name}=${JSON.stringify(file)}: cannot read: ${error instanceof Error ? error.message : String(error)}`,
-      );
-      return undefined;
-    }
-  };
-  const files: TlsFiles = {
-    ca: await read('CONFIG_GRPC_XDS_SERVER_TLS_CACERT', tls.caFile),
-    cert: await read('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.certFile),
-    key: await read('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.keyFile),
-  };
+  const {
+    bytes: [ca, cert, key],
+    problems,
+  } = await readTlsFileSet([
+    ['CONFIG_GRPC_XDS_SERVER_TLS_CACERT', tls.caFile],
+    ['CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.certFile],
+    ['CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.keyFile],
+  ]);
+  const files: TlsFiles = { ca, cert, key };
   if (
     files.ca !== undefined &&
     !files.ca.toString('utf8').includes('-----BEGIN CERTIFICATE-----')
