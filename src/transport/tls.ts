@@ -332,6 +332,50 @@ function digestOf(bytes: TlsFileBytes): string {
 }
 
 /**
+ * Watch the directories `files` live in now (symlinks resolved), and only those: `watchers`, by
+ * directory, is brought up to date in place, and every event of a watched directory calls
+ * `onEvent`. Nothing is watched anew once `closed()`.
+ */
+async function rewatchDirectories(
+  files: readonly string[],
+  watchers: Map<string, FSWatcher>,
+  onEvent: () => void,
+  logger: Logger,
+  closed: () => boolean,
+): Promise<void> {
+  const dirs = new Set<string>();
+  for (const file of files) {
+    dirs.add(dirname(resolve(file)));
+    try {
+      dirs.add(dirname(await realpath(file)));
+    } catch {
+      // A missing file: its own directory is watched, so its return is seen.
+    }
+  }
+  if (closed()) return;
+  for (const [dir, watcher] of watchers) {
+    if (!dirs.has(dir)) {
+      watcher.close();
+      watchers.delete(dir);
+    }
+  }
+  for (const dir of dirs) {
+    if (watchers.has(dir)) continue;
+    try {
+      const watcher = watch(dir, { persistent: false }, onEvent);
+      // A removed directory ends its watch; the poll and the next rewatch cover it.
+      watcher.on('error', () => {
+        watcher.close();
+        if (watchers.get(dir) === watcher) watchers.delete(dir);
+      });
+      watchers.set(dir, watcher);
+    } catch (error) {
+      logger.debug({ err: error, dir }, 'cannot watch a TLS file directory; the poll covers it');
+    }
+  }
+}
+
+/**
  * Serve `options.initial` and follow the files: node:fs `watch` on the directory of each file
  * and of the file each symlink finally points to (never the file inode, which editors,
  * `mv`-style rotations and Kubernetes' `..data` symlink swaps replace), debounced, plus a poll.
@@ -370,39 +414,8 @@ export function createServerTls(options: ServerTlsOptions): ServerTls {
     debounce.unref();
   };
 
-  /** Watch the directories the files live in now (symlinks resolved), and only those. */
-  const rewatch = async (): Promise<void> => {
-    const dirs = new Set<string>();
-    for (const file of files) {
-      dirs.add(dirname(resolve(file)));
-      try {
-        dirs.add(dirname(await realpath(file)));
-      } catch {
-        // A missing file: its own directory is watched, so its return is seen.
-      }
-    }
-    if (closed) return;
-    for (const [dir, watcher] of watchers) {
-      if (!dirs.has(dir)) {
-        watcher.close();
-        watchers.delete(dir);
-      }
-    }
-    for (const dir of dirs) {
-      if (watchers.has(dir)) continue;
-      try {
-        const watcher = watch(dir, { persistent: false }, schedule);
-        // A removed directory ends its watch; the poll and the next rewatch cover it.
-        watcher.on('error', () => {
-          watcher.close();
-          if (watchers.get(dir) === watcher) watchers.delete(dir);
-        });
-        watchers.set(dir, watcher);
-      } catch (error) {
-        logger.debug({ err: error, dir }, 'cannot watch a TLS file directory; the poll covers it');
-      }
-    }
-  };
+  const rewatch = (): Promise<void> =>
+    rewatchDirectories(files, watchers, schedule, logger, () => closed);
 
   const checkOnce = async (): Promise<void> => {
     const { bytes, problems } = await readTlsFiles(settings);

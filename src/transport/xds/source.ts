@@ -97,14 +97,8 @@ interface TlsFiles {
   readonly key: Buffer | undefined;
 }
 
-/**
- * Create the source; reads the TLS files first (an unreadable one stops the start with a
- * SluiceError INVALID_SETTINGS naming every such file). Nothing connects until `start`.
- */
-export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSource> {
-  const { xds, logger } = options;
-  const credentials =
-    xds.tls === undefined ? grpc.credentials.createInsecure() : await tlsCredentials(xds);
+/** The ADS method, the channel's options and the node every request names, from the settings. */
+function adsSetup(xds: XdsOptions) {
   const pkg = protoLoader.loadSync(ADS_PROTO, LOADER_OPTIONS);
   const service = pkg['envoy.service.discovery.v3.AggregatedDiscoveryService'] as
     grpc.ServiceDefinition | undefined;
@@ -120,7 +114,6 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     channelOptions['grpc.ssl_target_name_override'] = xds.tls.serverSan;
     channelOptions['grpc.default_authority'] = xds.tls.serverSan;
   }
-  const random = options.random ?? Math.random;
   const node: DiscoveryRequest['node'] = {
     id: xds.nodeId,
     metadata: {
@@ -131,6 +124,19 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     user_agent_name: 'sluice',
     user_agent_version: SLUICE_VERSION,
   };
+  return { method, channelOptions, node };
+}
+
+/**
+ * Create the source; reads the TLS files first (an unreadable one stops the start with a
+ * SluiceError INVALID_SETTINGS naming every such file). Nothing connects until `start`.
+ */
+export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSource> {
+  const { xds, logger } = options;
+  const credentials =
+    xds.tls === undefined ? grpc.credentials.createInsecure() : await tlsCredentials(xds);
+  const { method, channelOptions, node } = adsSetup(xds);
+  const random = options.random ?? Math.random;
 
   let client: grpc.Client | undefined;
   let call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse> | undefined;
