@@ -40,7 +40,7 @@ export {
 export type { ServiceCounters } from './service-metrics.js';
 export type { StoreMetricsSink } from './store-metrics.js';
 export type { TlsMetricsSink } from './tls-metrics.js';
-export type { SpanDropReason, TracingMetricsSink } from './tracing-metrics.js';
+export type { TracingMetricsSink } from './tracing-metrics.js';
 export type { RefusalReason, TransportMetricsSink } from './transport-metrics.js';
 
 /** Options for {@link createMetrics}. */
