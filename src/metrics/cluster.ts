@@ -22,7 +22,7 @@ import {
   type MetricsReport,
   type ReportRow,
   type RuleStats,
-} from './metrics.js';
+} from './rule-series.js';
 import { pacedRender, renderEach } from './render.js';
 
 /** Options for {@link createClusterMetrics}. */

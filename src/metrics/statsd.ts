@@ -13,7 +13,8 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { Logger } from '../logging/logger.js';
-import type { Metrics, RuleStats } from './metrics.js';
+import type { Metrics } from './metrics.js';
+import { RULE_SERIES, type RuleStats } from './rule-series.js';
 import { formatLine, safeStatsKey, tagSuffix, type Mogrifier, type Tag } from './statsd-format.js';
 
 /** Latencies of one flush interval, at most `capacity` of them, chosen uniformly (Algorithm R). */
@@ -80,16 +81,6 @@ export interface StatsdSink {
   close(): Promise<void>;
 }
 
-/** Per-rule counters in the reference's order: statsd suffix and the RuleStats field. */
-const RULE_FIELDS = [
-  ['total_hits', 'totalHits'],
-  ['over_limit', 'overLimit'],
-  ['near_limit', 'nearLimit'],
-  ['within_limit', 'withinLimit'],
-  ['shadow_mode', 'shadowMode'],
-  ['over_limit_with_local_cache', 'overLimitWithLocalCache'],
-] as const;
-
 /** Longest wait for the TCP connection to close at shutdown, ms. */
 const CLOSE_TIMEOUT_MS = 1_000;
 
@@ -148,7 +139,7 @@ export function collectLines(
     // Request values are in the key: made safe for the line format once per key and flush, and
     // only for keys that grew.
     let safeKey: string | undefined;
-    for (const [stat, field] of RULE_FIELDS) {
+    for (const [stat, field] of RULE_SERIES) {
       const id = `${stats.key}\n${stat}`;
       if (stats[field] <= (sent.get(id) ?? 0)) continue;
       safeKey ??= safeStatsKey(stats.key);

@@ -78,24 +78,44 @@ function label(name: string, file: string): string {
   return `${name}=${JSON.stringify(file)}`;
 }
 
-/** Read the files; unreadable ones become problems (and `undefined` bytes). */
-async function readTlsFiles(
-  settings: GrpcTlsSettings,
-): Promise<{ bytes: TlsFileBytes; problems: string[] }> {
-  const problems: string[] = [];
-  const read = async (name: string, file: string | undefined): Promise<Buffer | undefined> => {
+/**
+ * Read TLS files named by their setting (`[NAME, file]`; an unset file reads as `undefined`).
+ * Every unreadable file becomes one problem naming the setting and the file, in the order given,
+ * so a start reports them all at once. The one reader of TLS files: the gRPC port's and the xDS
+ * client's.
+ */
+export async function readTlsFileSet(
+  files: readonly (readonly [name: string, file: string | undefined])[],
+): Promise<{ bytes: (Buffer | undefined)[]; problems: string[] }> {
+  const read = async (
+    name: string,
+    file: string | undefined,
+  ): Promise<Buffer | string | undefined> => {
     if (file === undefined) return undefined;
     try {
       return await readFile(file);
     } catch (error) {
-      problems.push(`${label(name, file)}: cannot read the file: ${(error as Error).message}`);
-      return undefined;
+      return `${label(name, file)}: cannot read the file: ${(error as Error).message}`;
     }
   };
-  const [cert, key, ca] = await Promise.all([
-    read('GRPC_SERVER_TLS_CERT', settings.certFile),
-    read('GRPC_SERVER_TLS_KEY', settings.keyFile),
-    read('GRPC_CLIENT_TLS_CACERT', settings.clientCaFile),
+  const results = await Promise.all(files.map(([name, file]) => read(name, file)));
+  return {
+    bytes: results.map((result) => (typeof result === 'string' ? undefined : result)),
+    problems: results.filter((result): result is string => typeof result === 'string'),
+  };
+}
+
+/** Read the port's files; unreadable ones become problems (and `undefined` bytes). */
+async function readTlsFiles(
+  settings: GrpcTlsSettings,
+): Promise<{ bytes: TlsFileBytes; problems: string[] }> {
+  const {
+    bytes: [cert, key, ca],
+    problems,
+  } = await readTlsFileSet([
+    ['GRPC_SERVER_TLS_CERT', settings.certFile],
+    ['GRPC_SERVER_TLS_KEY', settings.keyFile],
+    ['GRPC_CLIENT_TLS_CACERT', settings.clientCaFile],
   ]);
   return { bytes: { cert, key, ca }, problems };
 }
@@ -312,6 +332,50 @@ function digestOf(bytes: TlsFileBytes): string {
 }
 
 /**
+ * Watch the directories `files` live in now (symlinks resolved), and only those: `watchers`, by
+ * directory, is brought up to date in place, and every event of a watched directory calls
+ * `onEvent`. Nothing is watched anew once `closed()`.
+ */
+async function rewatchDirectories(
+  files: readonly string[],
+  watchers: Map<string, FSWatcher>,
+  onEvent: () => void,
+  logger: Logger,
+  closed: () => boolean,
+): Promise<void> {
+  const dirs = new Set<string>();
+  for (const file of files) {
+    dirs.add(dirname(resolve(file)));
+    try {
+      dirs.add(dirname(await realpath(file)));
+    } catch {
+      // A missing file: its own directory is watched, so its return is seen.
+    }
+  }
+  if (closed()) return;
+  for (const [dir, watcher] of watchers) {
+    if (!dirs.has(dir)) {
+      watcher.close();
+      watchers.delete(dir);
+    }
+  }
+  for (const dir of dirs) {
+    if (watchers.has(dir)) continue;
+    try {
+      const watcher = watch(dir, { persistent: false }, onEvent);
+      // A removed directory ends its watch; the poll and the next rewatch cover it.
+      watcher.on('error', () => {
+        watcher.close();
+        if (watchers.get(dir) === watcher) watchers.delete(dir);
+      });
+      watchers.set(dir, watcher);
+    } catch (error) {
+      logger.debug({ err: error, dir }, 'cannot watch a TLS file directory; the poll covers it');
+    }
+  }
+}
+
+/**
  * Serve `options.initial` and follow the files: node:fs `watch` on the directory of each file
  * and of the file each symlink finally points to (never the file inode, which editors,
  * `mv`-style rotations and Kubernetes' `..data` symlink swaps replace), debounced, plus a poll.
@@ -350,39 +414,8 @@ export function createServerTls(options: ServerTlsOptions): ServerTls {
     debounce.unref();
   };
 
-  /** Watch the directories the files live in now (symlinks resolved), and only those. */
-  const rewatch = async (): Promise<void> => {
-    const dirs = new Set<string>();
-    for (const file of files) {
-      dirs.add(dirname(resolve(file)));
-      try {
-        dirs.add(dirname(await realpath(file)));
-      } catch {
-        // A missing file: its own directory is watched, so its return is seen.
-      }
-    }
-    if (closed) return;
-    for (const [dir, watcher] of watchers) {
-      if (!dirs.has(dir)) {
-        watcher.close();
-        watchers.delete(dir);
-      }
-    }
-    for (const dir of dirs) {
-      if (watchers.has(dir)) continue;
-      try {
-        const watcher = watch(dir, { persistent: false }, schedule);
-        // A removed directory ends its watch; the poll and the next rewatch cover it.
-        watcher.on('error', () => {
-          watcher.close();
-          if (watchers.get(dir) === watcher) watchers.delete(dir);
-        });
-        watchers.set(dir, watcher);
-      } catch (error) {
-        logger.debug({ err: error, dir }, 'cannot watch a TLS file directory; the poll covers it');
-      }
-    }
-  };
+  const rewatch = (): Promise<void> =>
+    rewatchDirectories(files, watchers, schedule, logger, () => closed);
 
   const checkOnce = async (): Promise<void> => {
     const { bytes, problems } = await readTlsFiles(settings);

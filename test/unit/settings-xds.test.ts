@@ -1,7 +1,8 @@
 /** CONFIG_TYPE and the xDS client's settings: the reference's names and defaults, clear errors. */
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/settings.js';
-import { backoffDelayMs } from '../../src/transport/xds/source.js';
+import { silentLogger } from '../../src/logging/logger.js';
+import { backoffDelayMs, createXdsSource } from '../../src/transport/xds/source.js';
 
 /** The message loadSettings throws for `env`. */
 function problem(env: NodeJS.ProcessEnv): string {
@@ -225,6 +226,28 @@ describe('the xDS client backoff (the reference’s jpillora/backoff arithmetic)
     expect(backoffDelayMs(1, { ...base, backoffFactor: 0 }, () => 0)).toBe(20_000);
     expect(backoffDelayMs(0, { ...base, backoffMaxMs: 5_000, backoffFactor: 2 }, () => 0)).toBe(
       5_000,
+    );
+  });
+});
+
+describe('the xDS client TLS files', () => {
+  it('names every unreadable file as the gRPC port does, in the order of the settings', async () => {
+    const xds = loadSettings({
+      CONFIG_TYPE: 'GRPC_XDS_SOTW',
+      CONFIG_GRPC_XDS_SERVER_URL: '127.0.0.1:1',
+      CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
+      CONFIG_GRPC_XDS_SERVER_TLS_CACERT: '/nonexistent/ca.pem',
+      CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/nonexistent/client.pem',
+      CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/nonexistent/client.key',
+    }).xds!;
+    // One reader for every TLS file (transport/tls.ts): the same words as GRPC_SERVER_TLS_*.
+    await expect(createXdsSource({ xds, logger: silentLogger() })).rejects.toThrow(
+      new RegExp(
+        '^invalid settings:\n' +
+          '  - CONFIG_GRPC_XDS_SERVER_TLS_CACERT="/nonexistent/ca.pem": cannot read the file: ENOENT.*\n' +
+          '  - CONFIG_GRPC_XDS_CLIENT_TLS_CERT="/nonexistent/client.pem": cannot read the file: ENOENT.*\n' +
+          '  - CONFIG_GRPC_XDS_CLIENT_TLS_KEY="/nonexistent/client.key": cannot read the file: ENOENT.*$',
+      ),
     );
   });
 });

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
 import { createMetrics, sanitizeStatName } from '../../src/metrics/metrics.js';
+import { RULE_SERIES } from '../../src/metrics/rule-series.js';
 import {
   compileGoPattern,
   formatLine,
@@ -90,6 +91,19 @@ describe('collectLines', () => {
     stats.totalHits = 7;
     const third = collectLines(metrics, sent, none, '', undefined);
     expect(third.lines).toEqual(['ratelimit.service.rate_limit.edge.api_key.total_hits:1|c']);
+  });
+
+  it('sends every per-rule series /metrics exports, from the one table both read', () => {
+    const metrics = createMetrics({ nearLimitRatio: 0.8, processMetrics: false });
+    const stats = metrics.statsFor('edge.api_key');
+    RULE_SERIES.forEach(([, field], i) => (stats[field] = i + 1));
+    const none = { samples: new Float64Array(0), rate: 1 };
+    const lines = collectLines(metrics, new Map(), none, '', undefined).lines;
+    expect(lines.filter((line) => line.startsWith('ratelimit.service.rate_limit.'))).toEqual(
+      RULE_SERIES.map(
+        ([suffix], i) => `ratelimit.service.rate_limit.edge.api_key.${suffix}:${i + 1}|c`,
+      ),
+    );
   });
 
   it('samples latencies into a bounded reservoir and sends the rate they stand for', () => {

@@ -13,7 +13,8 @@ export const PROTO_DIR = fileURLToPath(new URL('../../../proto/', import.meta.ur
 export const RLS_PROTO = 'envoy/service/ratelimit/v3/rls.proto';
 
 /**
- * Loader options shared by server and client: snake_case fields as on the wire, enums as names,
+ * Loader options of every proto sluice loads with proto-loader (the RLS server and client, the xDS
+ * client's ADS stream): snake_case fields as on the wire, enums as names,
  * 64-bit integers as JS numbers, absent fields left undefined (proto3 zero values are applied by
  * the mapping code, not by the decoder).
  */

@@ -13,7 +13,6 @@
  * resends only what changed. Connection trouble is logged once per change of state, never once
  * per attempt.
  */
-import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -24,7 +23,8 @@ import type { RuleSource } from '../../config/source.js';
 import type { ConfigSnapshot } from '../../config/types.js';
 import type { ConfigOptions } from '../../config/validate.js';
 import { SLUICE_VERSION } from '../../version.js';
-import { PROTO_DIR } from '../grpc/proto.js';
+import { LOADER_OPTIONS } from '../grpc/proto.js';
+import { readTlsFileSet } from '../tls.js';
 import type { XdsOptions } from './options.js';
 import {
   MAX_ECHOED_LENGTH,
@@ -97,22 +97,9 @@ interface TlsFiles {
   readonly key: Buffer | undefined;
 }
 
-/**
- * Create the source; reads the TLS files first (an unreadable one stops the start with a
- * SluiceError INVALID_SETTINGS naming every such file). Nothing connects until `start`.
- */
-export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSource> {
-  const { xds, logger } = options;
-  const credentials =
-    xds.tls === undefined ? grpc.credentials.createInsecure() : await tlsCredentials(xds);
-  const pkg = protoLoader.loadSync(ADS_PROTO, {
-    keepCase: true,
-    longs: Number,
-    enums: String,
-    defaults: false,
-    oneofs: true,
-    includeDirs: [PROTO_DIR],
-  });
+/** The ADS method, the channel's options and the node every request names, from the settings. */
+function adsSetup(xds: XdsOptions) {
+  const pkg = protoLoader.loadSync(ADS_PROTO, LOADER_OPTIONS);
   const service = pkg['envoy.service.discovery.v3.AggregatedDiscoveryService'] as
     grpc.ServiceDefinition | undefined;
   const method = service?.[ADS_METHOD];
@@ -127,7 +114,6 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     channelOptions['grpc.ssl_target_name_override'] = xds.tls.serverSan;
     channelOptions['grpc.default_authority'] = xds.tls.serverSan;
   }
-  const random = options.random ?? Math.random;
   const node: DiscoveryRequest['node'] = {
     id: xds.nodeId,
     metadata: {
@@ -138,6 +124,19 @@ export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSo
     user_agent_name: 'sluice',
     user_agent_version: SLUICE_VERSION,
   };
+  return { method, channelOptions, node };
+}
+
+/**
+ * Create the source; reads the TLS files first (an unreadable one stops the start with a
+ * SluiceError INVALID_SETTINGS naming every such file). Nothing connects until `start`.
+ */
+export async function createXdsSource(options: XdsSourceOptions): Promise<RuleSource> {
+  const { xds, logger } = options;
+  const credentials =
+    xds.tls === undefined ? grpc.credentials.createInsecure() : await tlsCredentials(xds);
+  const { method, channelOptions, node } = adsSetup(xds);
+  const random = options.random ?? Math.random;
 
   let client: grpc.Client | undefined;
   let call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse> | undefined;
@@ -343,23 +342,15 @@ function checkResponse(response: DiscoveryResponse): ConfigProblem[] {
 /** Channel credentials from the TLS files; every unreadable file is named at once. */
 async function tlsCredentials(xds: XdsOptions): Promise<grpc.ChannelCredentials> {
   const tls = xds.tls!;
-  const problems: string[] = [];
-  const read = async (name: string, file: string | undefined): Promise<Buffer | undefined> => {
-    if (file === undefined) return undefined;
-    try {
-      return await readFile(file);
-    } catch (error) {
-      problems.push(
-        `${name}=${JSON.stringify(file)}: cannot read: ${error instanceof Error ? error.message : String(error)}`,
-      );
-      return undefined;
-    }
-  };
-  const files: TlsFiles = {
-    ca: await read('CONFIG_GRPC_XDS_SERVER_TLS_CACERT', tls.caFile),
-    cert: await read('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.certFile),
-    key: await read('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.keyFile),
-  };
+  const {
+    bytes: [ca, cert, key],
+    problems,
+  } = await readTlsFileSet([
+    ['CONFIG_GRPC_XDS_SERVER_TLS_CACERT', tls.caFile],
+    ['CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.certFile],
+    ['CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.keyFile],
+  ]);
+  const files: TlsFiles = { ca, cert, key };
   if (
     files.ca !== undefined &&
     !files.ca.toString('utf8').includes('-----BEGIN CERTIFICATE-----')
