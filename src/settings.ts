@@ -8,20 +8,20 @@ import { fileURLToPath } from 'node:url';
 import { SluiceError } from './errors.js';
 import { ALGORITHMS, DEFAULT_ALGORITHM, type Algorithm } from './algorithms/index.js';
 import type { LogLevel } from './logging/logger.js';
-import { redactUrl } from './logging/redact.js';
-import { atLeast, goDurationMs, Reader } from './settings-reader.js';
+import {
+  grpcBudgets,
+  grpcConnectionSettings,
+  grpcServerKind,
+  grpcTlsSettings,
+} from './settings-grpc.js';
+import { Reader } from './settings-reader.js';
+import { redisSettings } from './settings-redis.js';
 import { statsSettings, tracingSettings, type StatsSettings } from './settings-telemetry.js';
+import { configTypeSetting, xdsSettingsChecked } from './settings-xds.js';
 import type { RedisStoreOptions, StoreOptions } from './stores/index.js';
 import type { StoreFailureMode } from './stores/failure-policy.js';
-import { parseAddress } from './stores/redis/address.js';
-import type { RedisConnectionOptions } from './stores/redis/connect.js';
 import type { TracingSettings } from './tracing/tracing.js';
-import {
-  DEFAULT_GRPC_LIMITS,
-  DEFAULT_REQUEST_BUFFER_BYTES,
-  type GrpcConnectionSettings,
-  type GrpcLimits,
-} from './transport/limits.js';
+import type { GrpcConnectionSettings, GrpcLimits } from './transport/limits.js';
 import type { GrpcTlsSettings } from './transport/tls.js';
 import type { XdsOptions } from './transport/xds/options.js';
 
@@ -276,19 +276,7 @@ const LOG_LEVELS: Readonly<Record<string, LogLevel>> = {
 export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): Settings {
   const r = new Reader(env);
 
-  const levelText = r.string('LOG_LEVEL', 'warn', flags.logLevel);
-  const logLevel = LOG_LEVELS[levelText.toLowerCase()];
-  if (logLevel === undefined) {
-    r.problems.push(
-      `${r.label('LOG_LEVEL', levelText, flags.logLevel !== undefined)}: expected one of trace, debug, info, warn, error, fatal`,
-    );
-  }
-  const formatText = r.string('LOG_FORMAT', 'json', flags.logFormat).toLowerCase();
-  if (formatText !== 'json' && formatText !== 'text') {
-    r.problems.push(
-      `${r.label('LOG_FORMAT', formatText, flags.logFormat !== undefined)}: expected json or text`,
-    );
-  }
+  const { logLevel, logFormat } = logSettings(r, flags);
   const backendSet = flags.backendType ?? r.raw('BACKEND_TYPE');
   const backendTypeInferred = backendSet === undefined && r.raw('REDIS_URL') !== undefined;
   const backendText = (backendSet ?? (backendTypeInferred ? 'redis' : 'memory')).toLowerCase();
@@ -315,8 +303,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     grpcHost: r.string('GRPC_HOST', '0.0.0.0', flags.grpcHost),
     grpcPort: r.int('GRPC_PORT', 8081, 0, 65535, flags.grpcPort),
     grpcServer: grpcServerKind(r),
-    logLevel: logLevel ?? 'warn',
-    logFormat: formatText === 'text' ? 'text' : 'json',
+    logLevel,
+    logFormat,
     config: configSource(r, flags.config),
     configType,
     xds: xdsSettingsChecked(r, configType, flags.config),
@@ -366,45 +354,41 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     problemJsonEnabled: r.bool('LIMIT_PROBLEM_JSON_ENABLED', false),
     shutdownDelayMs: r.int('SHUTDOWN_DELAY_MS', 0, 0, 600_000),
     grpcTls: grpcTlsSettings(r),
-    grpcConnections: {
-      maxConnectionAgeMs: r.duration('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
-      maxConnectionAgeGraceMs: r.duration('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
-      keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME', 2 * 3_600_000),
-      keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT', 20_000),
-      maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE', 0),
-    },
+    grpcConnections: grpcConnectionSettings(r),
     stats: statsSettings(r),
     tracing: tracingSettings(r),
-    grpcLimits: {
-      maxConnections: r.int(
-        'GRPC_MAX_CONNECTIONS',
-        DEFAULT_GRPC_LIMITS.maxConnections,
-        1,
-        1_000_000,
-      ),
-      maxConcurrentStreams: r.int(
-        'GRPC_MAX_CONCURRENT_STREAMS',
-        DEFAULT_GRPC_LIMITS.maxConcurrentStreams,
-        1,
-        1_000_000,
-      ),
-      maxConnectionBufferBytes: r.int(
-        'GRPC_MAX_CONNECTION_BUFFER_BYTES',
-        Math.max(DEFAULT_GRPC_LIMITS.maxConnectionBufferBytes, 2 * maxMessageBytes),
-        65_536,
-        2 ** 40,
-      ),
-      requestTimeoutMs: r.duration('GRPC_REQUEST_TIMEOUT', DEFAULT_GRPC_LIMITS.requestTimeoutMs),
-    },
-    maxRequestBufferBytes: r.int(
-      'MAX_REQUEST_BUFFER_BYTES',
-      Math.max(DEFAULT_REQUEST_BUFFER_BYTES, 4 * maxMessageBytes),
-      65_536,
-      2 ** 40,
-    ),
+    ...grpcBudgets(r, maxMessageBytes),
     httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
 
+  crossChecks(r, settings);
+  throwIfProblems(r);
+  return Object.freeze(settings);
+}
+
+/** `LOG_LEVEL` and `LOG_FORMAT` (flags win). */
+function logSettings(
+  r: Reader,
+  flags: SettingFlags,
+): { logLevel: LogLevel; logFormat: 'json' | 'text' } {
+  const levelText = r.string('LOG_LEVEL', 'warn', flags.logLevel);
+  const logLevel = LOG_LEVELS[levelText.toLowerCase()];
+  if (logLevel === undefined) {
+    r.problems.push(
+      `${r.label('LOG_LEVEL', levelText, flags.logLevel !== undefined)}: expected one of trace, debug, info, warn, error, fatal`,
+    );
+  }
+  const formatText = r.string('LOG_FORMAT', 'json', flags.logFormat).toLowerCase();
+  if (formatText !== 'json' && formatText !== 'text') {
+    r.problems.push(
+      `${r.label('LOG_FORMAT', formatText, flags.logFormat !== undefined)}: expected json or text`,
+    );
+  }
+  return { logLevel: logLevel ?? 'warn', logFormat: formatText === 'text' ? 'text' : 'json' };
+}
+
+/** Problems no single setting shows: bounds that depend on each other. */
+function crossChecks(r: Reader, settings: Settings): void {
   if (settings.httpRequestTimeoutMs < 1_000) {
     r.problems.push(
       `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
@@ -430,9 +414,6 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
         `(${settings.maxDescriptorsPerRequest}), or one request could evict its own counters`,
     );
   }
-
-  throwIfProblems(r);
-  return Object.freeze(settings);
 }
 
 /** What `sluice check` needs: only `MERGE_DOMAIN_CONFIG`, so unrelated settings cannot fail it. */
@@ -489,182 +470,6 @@ function workersSetting(r: Reader, backendType: 'memory' | 'redis'): number {
   return r.int('WORKERS', Math.min(256, os.availableParallelism()), 1, 256);
 }
 
-/** `GRPC_SERVER`: `lean` (default) or `grpc-js`, case-insensitive. */
-function grpcServerKind(r: Reader): 'lean' | 'grpc-js' {
-  const text = r.string('GRPC_SERVER', 'lean').toLowerCase();
-  if (text === 'lean' || text === 'grpc-js') return text;
-  r.problems.push(`GRPC_SERVER=${JSON.stringify(text)}: expected lean or grpc-js`);
-  return 'lean';
-}
-
-/**
- * `GRPC_SERVER_USE_TLS` and its files. Only presence is checked here; the files are read (and
- * every unreadable or invalid one reported) when the app is built (transport/tls.ts). As in the
- * reference, the other variables are ignored while `GRPC_SERVER_USE_TLS` is false.
- */
-function grpcTlsSettings(r: Reader): GrpcTlsSettings | undefined {
-  if (!r.bool('GRPC_SERVER_USE_TLS', false)) return undefined;
-  const certFile = r.raw('GRPC_SERVER_TLS_CERT');
-  const keyFile = r.raw('GRPC_SERVER_TLS_KEY');
-  const clientCaFile = r.raw('GRPC_CLIENT_TLS_CACERT');
-  const clientSan = r.raw('GRPC_CLIENT_TLS_SAN');
-  if (certFile === undefined) {
-    r.problems.push(
-      'GRPC_SERVER_TLS_CERT must be set when GRPC_SERVER_USE_TLS=true (a PEM file with the server certificate chain)',
-    );
-  }
-  if (keyFile === undefined) {
-    r.problems.push(
-      "GRPC_SERVER_TLS_KEY must be set when GRPC_SERVER_USE_TLS=true (a PEM file with the server certificate's private key)",
-    );
-  }
-  // The reference would start and check nothing (it asks for no client certificate without a
-  // CA); a SAN the operator asked for must not be silently unenforced.
-  if (clientSan !== undefined && clientCaFile === undefined) {
-    r.problems.push(
-      `GRPC_CLIENT_TLS_SAN=${JSON.stringify(clientSan)} needs GRPC_CLIENT_TLS_CACERT: client certificates are asked for (and their SAN checked) only when a client CA is set`,
-    );
-  }
-  return { certFile: certFile ?? '', keyFile: keyFile ?? '', clientCaFile, clientSan };
-}
-
-/** `CONFIG_TYPE`: `FILE` (default) or `GRPC_XDS_SOTW`, the reference's two values (any case). */
-function configTypeSetting(r: Reader): 'FILE' | 'GRPC_XDS_SOTW' {
-  const text = r.string('CONFIG_TYPE', 'FILE');
-  const upper = text.trim().toUpperCase();
-  if (upper === 'FILE' || upper === 'GRPC_XDS_SOTW') return upper;
-  r.problems.push(
-    `CONFIG_TYPE=${JSON.stringify(text)}: expected FILE (rules from files, the default) or GRPC_XDS_SOTW (rules from an xDS management server)`,
-  );
-  return 'FILE';
-}
-
-/**
- * The xDS client's settings when `CONFIG_TYPE=GRPC_XDS_SOTW`, else `undefined`; they are read and
- * checked either way, so a bad one stops the start whatever the rule source.
- */
-function xdsSettingsChecked(
-  r: Reader,
-  configType: 'FILE' | 'GRPC_XDS_SOTW',
-  flagPaths: readonly string[] | undefined,
-): XdsOptions | undefined {
-  if (configType === 'GRPC_XDS_SOTW') return xdsSettings(r, flagPaths);
-  xdsSettings(r, undefined);
-  return undefined;
-}
-
-/**
- * The xDS client's settings (`CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), with the reference's names and
- * defaults. TLS files are only checked for presence here; the client reads them at start.
- */
-function xdsSettings(r: Reader, flagPaths: readonly string[] | undefined): XdsOptions {
-  if (flagPaths !== undefined && flagPaths.length > 0) {
-    r.problems.push(
-      '--config reads rule files, but CONFIG_TYPE=GRPC_XDS_SOTW takes the rules from the xDS server; drop --config or set CONFIG_TYPE=FILE',
-    );
-  }
-  const serverUrl = r.string('CONFIG_GRPC_XDS_SERVER_URL', 'localhost:18000').trim();
-  // host:port as the reference documents it, or a gRPC target name (dns:///host:port, unix:path).
-  const hostPort = /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):\d{1,5}$/;
-  if (!hostPort.test(serverUrl) && !/^(dns|unix|ipv4|ipv6):\S+$/.test(serverUrl)) {
-    r.problems.push(
-      `CONFIG_GRPC_XDS_SERVER_URL=${JSON.stringify(serverUrl)}: expected host:port of the xDS management server (for example envoy-gateway:18001) or a gRPC target such as dns:///host:port`,
-    );
-  }
-  const backoffInitialMs = r.duration('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 10_000);
-  const backoffMaxMs = r.duration('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000);
-  if (backoffMaxMs < backoffInitialMs) {
-    r.problems.push(
-      `XDS_CLIENT_BACKOFF_MAX_INTERVAL (${backoffMaxMs} ms) must be at least XDS_CLIENT_BACKOFF_INITIAL_INTERVAL (${backoffInitialMs} ms)`,
-    );
-  }
-  const maxMessage = r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2_147_483_647);
-  const useTls = r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS', false);
-  const certFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_CERT');
-  const keyFile = r.raw('CONFIG_GRPC_XDS_CLIENT_TLS_KEY');
-  if (useTls && (certFile === undefined) !== (keyFile === undefined)) {
-    r.problems.push(
-      'CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together: set both for a client certificate (mTLS), or neither',
-    );
-  }
-  return {
-    serverUrl,
-    nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
-    nodeMetadata: keyValueList(r, 'CONFIG_GRPC_XDS_NODE_METADATA', '=', false),
-    headers: keyValueList(r, 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', ':', true),
-    connectRetryIntervalMs: atLeast(r, 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
-    backoffInitialMs,
-    backoffMaxMs,
-    backoffFactor: backoffFactor(r),
-    backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
-    maxMessageBytes: maxMessage === 0 ? undefined : maxMessage,
-    tls: useTls
-      ? {
-          caFile: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_CACERT'),
-          certFile,
-          keyFile,
-          serverSan: r.raw('CONFIG_GRPC_XDS_SERVER_TLS_SAN'),
-        }
-      : undefined,
-  };
-}
-
-/** `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`: a number of at least 0 (default 0.5; see XdsOptions). */
-function backoffFactor(r: Reader): number {
-  const text = r.raw('XDS_CLIENT_BACKOFF_RANDOM_FACTOR');
-  if (text === undefined) return 0.5;
-  const value = Number(text.trim());
-  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1000) {
-    r.problems.push(
-      `XDS_CLIENT_BACKOFF_RANDOM_FACTOR=${JSON.stringify(text)}: expected a number from 0 to 1000 (what the wait is multiplied by per failed attempt)`,
-    );
-    return 0.5;
-  }
-  return value;
-}
-
-/**
- * A `k1<sep>v1,k2<sep>v2` list (the reference's format for node metadata, `=`, and for the extra
- * headers, `:`). An item without the separator is refused: the reference drops it silently (node
- * metadata) or refuses to start (headers), and either way it is a typo worth naming. Header names
- * are gRPC metadata keys, so they are lower-cased and checked.
- */
-function keyValueList(
-  r: Reader,
-  name: string,
-  separator: string,
-  headerNames: boolean,
-): Record<string, string> {
-  const text = r.raw(name);
-  const out: Record<string, string> = {};
-  if (text === undefined) return out;
-  for (const item of text.split(',')) {
-    if (item.trim() === '') continue;
-    const at = item.indexOf(separator);
-    const key = (at < 0 ? '' : item.slice(0, at)).trim();
-    if (at < 0 || key === '') {
-      r.problems.push(
-        `${name}: ${JSON.stringify(item)} is not key${separator}value; write ${name}=k1${separator}v1,k2${separator}v2`,
-      );
-      continue;
-    }
-    const value = item.slice(at + 1).trim();
-    if (headerNames) {
-      const lower = key.toLowerCase();
-      if (!/^[0-9a-z_.-]+$/.test(lower) || lower.startsWith('grpc-')) {
-        r.problems.push(
-          `${name}: ${JSON.stringify(key)} is not a usable gRPC metadata key (letters, digits, '-', '_' and '.', not starting with grpc-)`,
-        );
-        continue;
-      }
-      out[lower] = value;
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
-}
-
 /**
  * Reference settings read only to be checked, and the notices they give. `RUNTIME_IGNOREDOTFILES`
  * and `RUNTIME_WATCH_ROOT` are booleans the reference refuses to start with when malformed; sluice
@@ -693,116 +498,6 @@ function headersFormat(r: Reader): 'reference' | 'ietf' {
     `LIMIT_RESPONSE_HEADERS_FORMAT=${JSON.stringify(text)}: expected reference or ietf`,
   );
   return 'reference';
-}
-
-/**
- * The Redis store's settings (`REDIS_*`, `REDIS_PERSECOND_*`, `CACHE_KEY_PREFIX`, ...). Every one
- * that is set is checked; `required` (the Redis store is chosen) also asks for the URLs it needs.
- */
-function redisSettings(r: Reader, required: boolean): RedisStoreOptions {
-  const main = redisConnection(r, 'REDIS_', 'REDIS_', required);
-  const perSecondOn = r.bool('REDIS_PERSECOND', false);
-  const perSecond = redisConnection(r, 'REDIS_PERSECOND_', 'REDIS_', required && perSecondOn);
-  return {
-    main,
-    perSecond: perSecondOn ? perSecond : undefined,
-    keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
-    localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
-    waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
-  };
-}
-
-/**
- * One Redis connection from the variables starting with `prefix` (`REDIS_` or `REDIS_PERSECOND_`);
- * the TLS files are shared and read with `tlsPrefix` (`REDIS_`), as in the reference. `required`:
- * the connection will be made, so its URL must be set.
- */
-function redisConnection(
-  r: Reader,
-  prefix: string,
-  tlsPrefix: string,
-  required: boolean,
-): RedisConnectionOptions {
-  const urlName = `${prefix}URL`;
-  const url = r.raw(urlName);
-  if (url === undefined && required) {
-    r.problems.push(`${urlName} must be set when BACKEND_TYPE=redis`);
-  }
-  const typeText = r.string(`${prefix}TYPE`, 'single').toLowerCase();
-  const type = typeText === 'sentinel' || typeText === 'cluster' ? typeText : 'single';
-  if (typeText !== type) {
-    r.problems.push(
-      `${prefix}TYPE=${JSON.stringify(typeText)}: expected single, sentinel or cluster`,
-    );
-  }
-  const socketText = r.raw(`${prefix}SOCKET_TYPE`)?.toLowerCase();
-  if (socketText !== undefined && socketText !== 'tcp' && socketText !== 'unix') {
-    r.problems.push(`${prefix}SOCKET_TYPE=${JSON.stringify(socketText)}: expected tcp or unix`);
-  }
-  const socketType =
-    socketText === 'tcp' || socketText === 'unix'
-      ? socketText
-      : url?.startsWith('/') === true
-        ? 'unix'
-        : 'tcp';
-  if (url !== undefined) {
-    const problem = redisUrlProblem(url, type, socketType);
-    // Never echo credentials (user:password@) in a start-up error.
-    if (problem !== undefined) {
-      r.problems.push(`${urlName}=${JSON.stringify(redactUrl(url))}: ${redactUrl(problem)}`);
-    }
-  }
-  const timeoutName = `${prefix}TIMEOUT`;
-  const timeoutText = r.raw(timeoutName) ?? '10s';
-  let timeoutMs = goDurationMs(timeoutText);
-  if (timeoutMs === undefined || timeoutMs <= 0) {
-    r.problems.push(
-      `${timeoutName}=${JSON.stringify(timeoutText)}: expected a positive duration such as 200ms, 2s or 1m30s`,
-    );
-    timeoutMs = 10_000;
-  }
-  return {
-    url: url ?? '',
-    socketType,
-    type,
-    auth: r.raw(`${prefix}AUTH`) ?? '',
-    sentinelAuth: r.raw(`${prefix}SENTINEL_AUTH`) ?? '',
-    tls: r.bool(`${prefix}TLS`, false),
-    tlsCaCert: r.raw(`${tlsPrefix}TLS_CACERT`) ?? '',
-    tlsClientCert: r.raw(`${tlsPrefix}TLS_CLIENT_CERT`) ?? '',
-    tlsClientKey: r.raw(`${tlsPrefix}TLS_CLIENT_KEY`) ?? '',
-    tlsSkipHostnameVerification: r.bool(`${tlsPrefix}TLS_SKIP_HOSTNAME_VERIFICATION`, false),
-    poolSize: r.int(`${prefix}POOL_SIZE`, 10, 1, 10_000),
-    timeoutMs,
-  };
-}
-
-/** What is wrong with a `REDIS_URL` for its type, or `undefined` when it is fine. */
-function redisUrlProblem(
-  url: string,
-  type: RedisConnectionOptions['type'],
-  socketType: 'tcp' | 'unix',
-): string | undefined {
-  if (type === 'single' && socketType === 'unix') return undefined;
-  const parts = url.split(',').map((part) => part.trim());
-  let addresses = parts;
-  if (type === 'single' && parts.length !== 1) {
-    return 'a single Redis takes one address (use REDIS_TYPE=cluster or sentinel for a list)';
-  }
-  if (type === 'sentinel') {
-    if (parts.length < 2 || parts[0] === '') {
-      return 'expected the master name and the sentinels: <master name>,<host:port>,...';
-    }
-    addresses = parts.slice(1);
-  }
-  for (const part of addresses) {
-    try {
-      parseAddress(part);
-    } catch (error) {
-      return (error as Error).message;
-    }
-  }
-  return undefined;
 }
 
 function throwIfProblems(r: Reader): void {
