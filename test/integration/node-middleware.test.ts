@@ -326,6 +326,20 @@ describe('options', () => {
     }
   });
 
+  it('refuses invalid options when created, naming the option', async () => {
+    const ok = baseOptions(embedded);
+    expect(() => rateLimit({ ...ok, limiter: {} as RateLimitBackend })).toThrow(/limiter must be/);
+    expect(() => rateLimit({ ...ok, domain: '' })).toThrow(/domain must be/);
+    expect(() => rateLimit({ ...ok, descriptors: [remoteAddress()] as never })).toThrow(
+      /descriptors must be/,
+    );
+    expect(() => rateLimit({ ...ok, statusCode: 200 })).toThrow(/statusCode must be/);
+    const app = Fastify();
+    await expect(
+      app.register(fastifyRateLimit, { ...ok, domain: 7 as unknown as string }).ready(),
+    ).rejects.toThrow(/domain must be/);
+  });
+
   it('the route helper names Fastify and Express route patterns and plain paths', () => {
     const of = (req: Partial<RequestLike>) => route()({ headers: {}, ...req });
     expect(of({ routeOptions: { url: '/users/:id' }, url: '/users/7' })).toEqual({

@@ -118,6 +118,37 @@ function itemsOf(call: RateLimitCall, decision: RateLimitDecision): IetfLimitIte
   return items;
 }
 
+/**
+ * Check a middleware's options when it is created, so a mistake shows at start-up instead of on
+ * every request; throws a TypeError naming the option.
+ */
+export function checkOptions<Req>(options: RateLimitOptions<Req>): void {
+  const problem = (text: string): never => {
+    throw new TypeError(`sluice middleware: ${text}`);
+  };
+  if (typeof options?.limiter?.shouldRateLimit !== 'function') {
+    problem('limiter must be createRateLimitClient(...) or createEmbeddedLimiter(...)');
+  }
+  if (
+    typeof options.domain !== 'function' &&
+    (typeof options.domain !== 'string' || options.domain === '')
+  ) {
+    problem('domain must be a non-empty string or a function of the request');
+  }
+  const d = options.descriptors;
+  if (typeof d !== 'function' && !(Array.isArray(d) && d.every((list) => Array.isArray(list)))) {
+    problem(
+      'descriptors must be a function of the request or a list of entry lists, e.g. [[remoteAddress()]]',
+    );
+  }
+  for (const name of ['statusCode', 'failureStatusCode'] as const) {
+    const code = options[name];
+    if (code !== undefined && !(Number.isInteger(code) && code >= 400 && code <= 599)) {
+      problem(`${name} must be an HTTP error status (400-599), not ${String(code)}`);
+    }
+  }
+}
+
 /** Decide what to do with `req`. Rejects only when an option's function throws. */
 export async function evaluate<Req>(options: RateLimitOptions<Req>, req: Req): Promise<Outcome> {
   if (options.skip !== undefined && (await options.skip(req))) return { kind: 'pass' };

@@ -4,7 +4,7 @@
  * structurally, so sluice does not depend on fastify.
  */
 import type { RateLimitDecision } from '../decision.js';
-import { evaluate, PROBLEM_JSON, type RateLimitOptions } from './core.js';
+import { checkOptions, evaluate, PROBLEM_JSON, type RateLimitOptions } from './core.js';
 import type { RequestLike } from './descriptors.js';
 
 /** What the plugin reads of a Fastify request. */
@@ -91,6 +91,11 @@ export function fastifyRateLimit(
   options: FastifyRateLimitOptions,
   done: (err?: Error) => void,
 ): void {
+  try {
+    checkOptions(options);
+  } catch (err) {
+    return done(err as Error);
+  }
   const merged = new WeakMap<object, FastifyRateLimitOptions>();
   instance.addHook('onRequest', async (request, reply) => {
     const own = routeOption(request);

@@ -5,7 +5,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RateLimitDecision } from '../decision.js';
-import { evaluate, PROBLEM_JSON, type Outcome, type RateLimitOptions } from './core.js';
+import {
+  checkOptions,
+  evaluate,
+  PROBLEM_JSON,
+  type Outcome,
+  type RateLimitOptions,
+} from './core.js';
 import type { RequestLike } from './descriptors.js';
 
 /** What a rejection handler gets besides the request and response. */
@@ -49,11 +55,12 @@ function writeHeaders(res: ServerResponse, outcome: Outcome): void {
  * Rate limit middleware: asks the limiter for each request and answers a rejection with 429,
  * `RateLimit-Policy`, `RateLimit`, `Retry-After` and an RFC 9457 problem+json body (or the
  * app's `onRejected`); admitted requests go on with the headers set. An option function that
- * throws is passed to `next` as an error.
+ * throws is passed to `next` as an error. Throws a TypeError naming an invalid option.
  */
 export function rateLimit<Req extends IncomingMessage & RequestLike = IncomingMessage>(
   options: HttpRateLimitOptions<Req>,
 ): HttpMiddleware<Req> {
+  checkOptions(options);
   return (req, res, next) => {
     evaluate(options, req).then(
       (outcome) => {
