@@ -326,6 +326,27 @@ describe('options', () => {
     }
   });
 
+  it("Fastify: calls the app's own rejection handler with the headers already set", async () => {
+    const app = Fastify();
+    await app.register(fastifyRateLimit, {
+      ...baseOptions(embedded),
+      onRejected: (_request, reply, info) =>
+        reply.code(info.status).send({ slowDown: info.retryAfter }),
+    });
+    app.get('/limited', () => Promise.resolve({ ok: true }));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/limited`;
+    try {
+      let seen: Seen | undefined;
+      for (let i = 0; i < 6; i++) seen = await get(url, { 'x-api-key': 'options-fastify-handler' });
+      expect(seen!.status).toBe(429);
+      expect(seen!.limit).not.toBeNull();
+      expect(JSON.parse(seen!.body)).toEqual({ slowDown: Number(seen!.retryAfter) });
+    } finally {
+      await app.close();
+    }
+  });
+
   it('refuses invalid options when created, naming the option', async () => {
     const ok = baseOptions(embedded);
     expect(() => rateLimit({ ...ok, limiter: {} as RateLimitBackend })).toThrow(/limiter must be/);
