@@ -85,7 +85,8 @@ export interface CallOptions {
 export interface RateLimitClient extends RateLimitBackend {
   /**
    * Decide one call. Never rejects: a failed call (no connection, deadline, an error status)
-   * resolves to the failure policy's decision, with `failure.reason` to log.
+   * resolves to the failure policy's decision, with `failure.reason` to log. Throws a TypeError
+   * at once for an invalid `options.timeoutMs` (a mistake in the caller, not a failed call).
    */
   shouldRateLimit(call: RateLimitCall, options?: CallOptions): Promise<RateLimitDecision>;
   /**
