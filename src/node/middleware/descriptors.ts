@@ -95,11 +95,14 @@ export function route<Req extends RequestLike>(key = 'route'): EntrySource<Req> 
   };
 }
 
-/** The descriptors `option` gives for `req` (entry lists with a missing entry are dropped). */
-export async function descriptorsFor<Req>(
+/**
+ * The descriptors `option` gives for `req` (entry lists with a missing entry are dropped); a
+ * promise only when the option's function returns one.
+ */
+export function descriptorsFor<Req>(
   option: DescriptorsOption<Req>,
   req: Req,
-): Promise<readonly CallDescriptor[]> {
+): readonly CallDescriptor[] | Promise<readonly CallDescriptor[]> {
   if (typeof option === 'function') return option(req);
   const out: CallDescriptor[] = [];
   outer: for (const sources of option) {
