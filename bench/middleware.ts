@@ -6,8 +6,8 @@
  *
  * Each app runs in its own process (bench/middleware-app.ts); autocannon drives it from this one
  * over loopback HTTP/1.1 with keep-alive: a warm-up, then a measured run of BENCH_SECONDS
- * (default 10, at most 60) at BENCH_CONNECTIONS (default 10). Per row: requests/s, latency p50
- * and p99, and the app process's CPU per request (user + system from /proc, divided by the
+ * (default 10, at most 60) at BENCH_CONNECTIONS (default 10). Per row: requests/s, mean and
+ * p99 latency, and the app process's CPU per request (user + system from /proc, divided by the
  * requests answered); for the remote row also the sluice server's CPU per request. "Added" is the
  * row minus the `none` row. Every request is admitted (see middleware-app.ts).
  */
@@ -32,7 +32,8 @@ const APP = path.join(path.dirname(fileURLToPath(import.meta.url)), 'middleware-
 interface Row {
   readonly variant: Variant;
   readonly rps: number;
-  readonly p50Ms: number;
+  /** Mean latency, ms (autocannon's percentiles are whole milliseconds, too coarse here). */
+  readonly meanMs: number;
   readonly p99Ms: number;
   /** App CPU per request, µs. */
   readonly cpuUs: number;
@@ -86,7 +87,7 @@ async function measure(variant: Variant, rulesDir: string, sluice: BenchServer):
     return {
       variant,
       rps: result.requests.average,
-      p50Ms: result.latency.p50,
+      meanMs: result.latency.mean,
       p99Ms: result.latency.p99,
       cpuUs: (appMs * 1000) / answered,
       serverCpuUs: variant === 'sluice-remote' ? (serverMs * 1000) / answered : undefined,
@@ -100,14 +101,14 @@ async function measure(variant: Variant, rulesDir: string, sluice: BenchServer):
 function table(rows: readonly Row[]): string {
   const base = rows.find((r) => r.variant === 'none')!;
   const lines = [
-    '| middleware | requests/s | p50 ms | p99 ms | app CPU µs/req | added CPU µs/req | added p50 ms | sluice server CPU µs/req | non-2xx |',
+    '| middleware | requests/s | mean ms | p99 ms | app CPU µs/req | added CPU µs/req | added mean ms | sluice server CPU µs/req | non-2xx |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     const added = r.variant === 'none' ? '—' : (r.cpuUs - base.cpuUs).toFixed(1);
-    const addedP50 = r.variant === 'none' ? '—' : (r.p50Ms - base.p50Ms).toFixed(2);
+    const addedMean = r.variant === 'none' ? '—' : (r.meanMs - base.meanMs).toFixed(3);
     lines.push(
-      `| ${r.variant} | ${Math.round(r.rps)} | ${r.p50Ms} | ${r.p99Ms} | ${r.cpuUs.toFixed(1)} | ${added} | ${addedP50} | ${r.serverCpuUs === undefined ? '—' : r.serverCpuUs.toFixed(1)} | ${r.non2xx} |`,
+      `| ${r.variant} | ${Math.round(r.rps)} | ${r.meanMs.toFixed(3)} | ${r.p99Ms} | ${r.cpuUs.toFixed(1)} | ${added} | ${addedMean} | ${r.serverCpuUs === undefined ? '—' : r.serverCpuUs.toFixed(1)} | ${r.non2xx} |`,
     );
   }
   return lines.join('\n');
