@@ -11,7 +11,13 @@ import { SluiceError } from '../errors.js';
 import { createLimiter } from '../limiter/limiter.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { secretsFromEnv } from '../logging/redact.js';
-import type { DescriptorStatus, RateLimitRequest, RateLimitResponse } from '../model.js';
+import {
+  UNIT_MS,
+  type DescriptorStatus,
+  type RateLimitRequest,
+  type RateLimitResponse,
+  type RequestDescriptor,
+} from '../model.js';
 import { reportedLimit } from '../service/headers.js';
 import { createRateLimitService, type RateLimitService } from '../service/rate-limit-service.js';
 import { loadSettings, storeOptions } from '../settings.js';
@@ -167,18 +173,24 @@ export async function createEmbeddedLimiter(
 
 /** The domain request for a call; throws a TypeError for a call that is not one. */
 function requestOf(call: RateLimitCall): RateLimitRequest {
-  const descriptors: readonly CallDescriptor[] | undefined = call?.descriptors;
-  if (!Array.isArray(descriptors)) {
+  if (!Array.isArray(call?.descriptors)) {
     throw new TypeError('a call needs a domain and a list of descriptors');
   }
+  const descriptors: readonly CallDescriptor[] = call.descriptors;
+  // The service checks sizes, not types the wire would have fixed: a unit a remote server would
+  // refuse is refused here too.
+  for (let i = 0; i < descriptors.length; i++) {
+    const limit = descriptors[i]?.limit;
+    if (limit !== undefined && !Object.hasOwn(UNIT_MS, limit.unit)) {
+      throw new TypeError(`descriptor ${i}: limit.unit ${String(limit.unit)} is not a unit`);
+    }
+  }
+  // A call descriptor is a request descriptor whose optional fields may be absent, which reads
+  // the same: no copy per descriptor on the hot path.
   return {
     domain: typeof call.domain === 'string' ? call.domain : '',
     hitsAddend: call.hitsAddend ?? 0,
-    descriptors: descriptors.map((d: CallDescriptor) => ({
-      entries: d.entries,
-      limit: d.limit,
-      hitsAddend: d.hitsAddend,
-    })),
+    descriptors: descriptors as readonly RequestDescriptor[],
   };
 }
 
@@ -196,10 +208,8 @@ function resultOf(status: DescriptorStatus): DescriptorResult {
   const current = status.currentLimit;
   return {
     code: status.code,
-    limit:
-      current === undefined
-        ? undefined
-        : { requestsPerUnit: current.requestsPerUnit, unit: current.unit, name: current.name },
+    // The same three fields: shared, not copied (both are read-only).
+    limit: current,
     remaining: status.limitRemaining,
     // As on the wire: whole milliseconds.
     resetMs:

@@ -85,8 +85,13 @@ export function reportedLimit(status: DescriptorStatus): RuleLimit | undefined {
   return rule.limits[0];
 }
 
+/** Printable ASCII but `"` and `\`: a structured-field String needs only the quotes. */
+const PLAIN_SF_STRING = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped, ASCII only. */
 function sfString(text: string): string {
+  // Rule names and keys are almost always plain: quote them without walking each character.
+  if (PLAIN_SF_STRING.test(text)) return `"${text}"`;
   let out = '"';
   for (const ch of text) {
     const code = ch.codePointAt(0)!;

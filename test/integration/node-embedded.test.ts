@@ -95,6 +95,17 @@ describe('sluice/embedded', () => {
       expect(empty.failure?.reason).toMatch(/^the embedded sluice limiter: .*failing closed$/);
       const junk = await limiter.shouldRateLimit(null as unknown as RateLimitCall);
       expect(junk.failure?.code).toBe('INVALID_REQUEST');
+      const badUnit = await limiter.shouldRateLimit({
+        domain: 'embedded',
+        descriptors: [
+          {
+            entries: [{ key: 'user', value: 'u' }],
+            limit: { requestsPerUnit: 1, unit: 'minutes' as 'minute' },
+          },
+        ],
+      });
+      expect(badUnit.failure?.code).toBe('INVALID_REQUEST');
+      expect(badUnit.failure?.reason).toContain('limit.unit minutes is not a unit');
     } finally {
       await limiter.close();
     }
