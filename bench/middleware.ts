@@ -6,7 +6,9 @@
  *
  * Each app runs in its own process (bench/middleware-app.ts); autocannon drives it from this one
  * over loopback HTTP/1.1 with keep-alive: a warm-up, then a measured run of BENCH_SECONDS
- * (default 10, at most 60) at BENCH_CONNECTIONS (default 10). Per row: requests/s, mean and
+ * (default 10, at most 60) at BENCH_CONNECTIONS (default 10), in BENCH_ROUNDS rounds (default 3,
+ * at most 9; every other round in reverse order), each figure the median of its rounds; the
+ * added CPU of each round is printed too. Per row: requests/s, mean and
  * p99 latency, and the app process's CPU per request (user + system from /proc, divided by the
  * requests answered); for the remote row also the sluice server's CPU per request. "Added" is the
  * row minus the `none` row. Every request is admitted (see middleware-app.ts).
@@ -25,6 +27,7 @@ type Variant = (typeof VARIANTS)[number];
 
 const SECONDS = Math.min(60, Math.max(1, Number(process.env['BENCH_SECONDS'] ?? 10)));
 const CONNECTIONS = Math.min(100, Math.max(1, Number(process.env['BENCH_CONNECTIONS'] ?? 10)));
+const ROUNDS = Math.min(9, Math.max(1, Number(process.env['BENCH_ROUNDS'] ?? 3)));
 const WARMUP_SECONDS = 2;
 const APP = path.join(path.dirname(fileURLToPath(import.meta.url)), 'middleware-app.js');
 
@@ -98,6 +101,24 @@ async function measure(variant: Variant, rulesDir: string, sluice: BenchServer):
   }
 }
 
+/** The median of each figure over `rows` (one per round). */
+function medianRow(variant: Variant, rows: readonly Row[]): Row {
+  const median = (pick: (r: Row) => number): number => {
+    const sorted = rows.map(pick).sort((a, b) => a - b);
+    const mid = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
+  return {
+    variant,
+    rps: median((r) => r.rps),
+    meanMs: median((r) => r.meanMs),
+    p99Ms: median((r) => r.p99Ms),
+    cpuUs: median((r) => r.cpuUs),
+    serverCpuUs: variant === 'sluice-remote' ? median((r) => r.serverCpuUs ?? NaN) : undefined,
+    non2xx: rows.reduce((sum, r) => sum + r.non2xx, 0),
+  };
+}
+
 function table(rows: readonly Row[]): string {
   const base = rows.find((r) => r.variant === 'none')!;
   const lines = [
@@ -120,19 +141,30 @@ await fs.writeFile(
   `domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: ${BENCH_LIMIT_PER_MINUTE}}\n`,
 );
 const sluice = await startSluice('lean', rulesDir);
-const rows: Row[] = [];
+const samples = new Map<Variant, Row[]>(VARIANTS.map((v) => [v, []]));
 try {
-  for (const variant of VARIANTS) {
-    process.stderr.write(
-      `bench:middleware: ${variant} (${SECONDS} s, ${CONNECTIONS} connections)\n`,
-    );
-    rows.push(await measure(variant, rulesDir, sluice));
+  for (let round = 0; round < ROUNDS; round++) {
+    // Every other round backwards, so a drift of the machine's load favours no variant.
+    const order = round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse();
+    for (const variant of order) {
+      process.stderr.write(
+        `bench:middleware: round ${round + 1}/${ROUNDS}, ${variant} (${SECONDS} s, ${CONNECTIONS} connections)\n`,
+      );
+      samples.get(variant)!.push(await measure(variant, rulesDir, sluice));
+    }
   }
 } finally {
   await sluice.stop();
   await fs.rm(rulesDir, { recursive: true, force: true });
 }
+const rows = VARIANTS.map((variant) => medianRow(variant, samples.get(variant)!));
+const base = samples.get('none')!;
+const perRound = VARIANTS.filter((v) => v !== 'none').map((v) => {
+  const added = samples.get(v)!.map((r, i) => (r.cpuUs - base[i]!.cpuUs).toFixed(1));
+  return `${v} ${added.join(' / ')}`;
+});
 process.stdout.write(
   `Express 5 on Node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ` +
-    `${SECONDS} s per row at ${CONNECTIONS} connections\n\n${table(rows)}\n`,
+    `${SECONDS} s per row at ${CONNECTIONS} connections, median of ${ROUNDS} rounds\n\n` +
+    `${table(rows)}\n\nadded CPU µs/req, round by round: ${perRound.join('; ')}\n`,
 );
