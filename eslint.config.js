@@ -11,9 +11,10 @@ import tseslint from 'typescript-eslint';
  */
 const LAYERS = [
   {
-    name: 'the entry points (main, app, workers, cli/, settings*)',
+    name: 'the entry points (main, app, workers, cli/, node/, settings*)',
     modules: [
       'main.ts',
+      'node/',
       'app.ts',
       'workers.ts',
       'cli/',

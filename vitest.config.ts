@@ -35,6 +35,7 @@ const GRPC_INTEGRATION = [
   'telemetry-metrics',
   'telemetry-tracing',
   'hostile-clients',
+  'node-client',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

@@ -69,7 +69,7 @@ function resetSeconds(status: DescriptorStatus, nowMs: number): number {
 }
 
 /** The limit of the status's rule that the status reports (`current_limit`). */
-function reportedLimit(status: DescriptorStatus): RuleLimit | undefined {
+export function reportedLimit(status: DescriptorStatus): RuleLimit | undefined {
   const rule = status.rule;
   const current = status.currentLimit;
   if (rule === undefined || current === undefined) return undefined;
@@ -85,8 +85,13 @@ function reportedLimit(status: DescriptorStatus): RuleLimit | undefined {
   return rule.limits[0];
 }
 
+/** Printable ASCII but `"` and `\`: a structured-field String needs only the quotes. */
+const PLAIN_SF_STRING = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped, ASCII only. */
 function sfString(text: string): string {
+  // Rule names and keys are almost always plain: quote them without walking each character.
+  if (PLAIN_SF_STRING.test(text)) return `"${text}"`;
   let out = '"';
   for (const ch of text) {
     const code = ch.codePointAt(0)!;
@@ -121,26 +126,58 @@ export function rateLimitHeaders(
       { key: options.resetHeader, value: String(resetSeconds(status, nowMs)) },
     ];
   }
+  const items: IetfLimitItem[] = [];
+  for (const status of response.statuses) {
+    if (status.currentLimit === undefined) continue;
+    items.push({
+      name: policyName(status),
+      quota: status.currentLimit.requestsPerUnit,
+      windowS: Math.max(1, Math.ceil((reportedLimit(status)?.windowMs ?? 1000) / 1000)),
+      remaining: status.limitRemaining,
+      resetS: resetSeconds(status, nowMs),
+      overLimit: status.code === 'OVER_LIMIT',
+    });
+  }
+  return ietfHeaders(items, response.overallCode === 'OVER_LIMIT');
+}
+
+/** One limited descriptor as the IETF headers show it. */
+export interface IetfLimitItem {
+  /** The policy name (a structured-field String; non-ASCII becomes `?`). */
+  readonly name: string;
+  /** `q`: requests per window. */
+  readonly quota: number;
+  /** `w`: the window, whole seconds (at least 1). */
+  readonly windowS: number;
+  /** `r`: room left. */
+  readonly remaining: number;
+  /** `t`: whole seconds until the room grows, or until an over-limit request is admitted. */
+  readonly resetS: number;
+  /** This descriptor is over its limit (its `t` counts for `Retry-After`). */
+  readonly overLimit: boolean;
+}
+
+/**
+ * `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers), one list item per
+ * limited descriptor, and `Retry-After` (the longest over-limit `t`, at least 1) when `rejected`.
+ * Empty when `items` is. The service (for Envoy) and the Node middleware both write them here.
+ */
+export function ietfHeaders(items: readonly IetfLimitItem[], rejected: boolean): HeaderValue[] {
+  if (items.length === 0) return [];
   const policies: string[] = [];
   const limits: string[] = [];
   let retryAfter = 0;
-  for (const status of response.statuses) {
-    if (status.currentLimit === undefined) continue;
-    const name = sfString(policyName(status));
-    const windowS = Math.max(1, Math.ceil((reportedLimit(status)?.windowMs ?? 1000) / 1000));
-    const reset = resetSeconds(status, nowMs);
-    policies.push(`${name};q=${status.currentLimit.requestsPerUnit};w=${windowS}`);
-    limits.push(`${name};r=${status.limitRemaining};t=${reset}`);
-    if (status.code === 'OVER_LIMIT' && reset > retryAfter) retryAfter = reset;
+  for (const item of items) {
+    const name = sfString(item.name);
+    policies.push(`${name};q=${item.quota};w=${item.windowS}`);
+    limits.push(`${name};r=${item.remaining};t=${item.resetS}`);
+    if (item.overLimit && item.resetS > retryAfter) retryAfter = item.resetS;
   }
-  if (policies.length === 0) return [];
   const headers: HeaderValue[] = [
     { key: 'RateLimit-Policy', value: policies.join(', ') },
     { key: 'RateLimit', value: limits.join(', ') },
   ];
-  if (response.overallCode === 'OVER_LIMIT') {
-    headers.push({ key: 'Retry-After', value: String(Math.max(1, retryAfter)) });
-  }
+  if (rejected) headers.push({ key: 'Retry-After', value: String(Math.max(1, retryAfter)) });
   return headers;
 }
 
@@ -159,8 +196,18 @@ function retryAfterSeconds(response: RateLimitResponse, nowMs: number): number {
  */
 export function problemJson(response: RateLimitResponse, nowMs: number): Uint8Array {
   const over = response.statuses.find((status) => status.code === 'OVER_LIMIT');
-  const limit = over?.currentLimit;
-  const retryAfter = retryAfterSeconds(response, nowMs);
+  return problemBody(over?.currentLimit, retryAfterSeconds(response, nowMs));
+}
+
+/**
+ * The RFC 9457 problem details of a rejection by `limit` (`undefined`: not known), with
+ * `retry_after` in seconds, as UTF-8 JSON. The service and the Node middleware both write it here.
+ */
+export function problemBody(
+  limit:
+    { readonly requestsPerUnit: number; readonly unit: string; readonly name: string } | undefined,
+  retryAfter: number,
+): Uint8Array {
   const detail =
     limit === undefined
       ? 'rate limit exceeded'
