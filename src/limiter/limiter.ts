@@ -2,7 +2,9 @@
  * The limiter: turns one request into at most one batched store call and a decision value.
  * It resolves rules (via the config snapshot), applies `replaces`, `unlimited`, shadow and quota
  * mode, and builds one status per descriptor (docs/semantics.md §3 and §5). The admission
- * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it.
+ * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it. A dry run
+ * (`explain`, the console's "try it") goes through the same plan and statuses, with the store's
+ * dry run (`checkBatch`) in place of the charge.
  */
 import type { ConfigSnapshot, LimitMatch } from '../config/types.js';
 import {
@@ -23,6 +25,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../stores/counter-store.js';
+import { checkBatch } from '../stores/batch.js';
 import { counterKey } from './keys.js';
 
 /** Options for {@link createLimiter}. */
@@ -53,6 +56,28 @@ export interface Limiter {
    * waiting for a promise.
    */
   readonly decideNow?: (snapshot: ConfigSnapshot, request: RateLimitRequest) => RateLimitResponse;
+  /**
+   * The answer {@link decide} would give now, from the same code, charging nothing (the console's
+   * "try it"). Allocates more than `decide`; never on the serving path. Rejects as `decide` does.
+   */
+  explain(snapshot: ConfigSnapshot, request: RateLimitRequest): Promise<Explanation>;
+}
+
+/** A dry run of one request ({@link Limiter.explain}). */
+export interface Explanation {
+  /** The snapshot it was decided against. */
+  readonly snapshot: ConfigSnapshot;
+  /** The answer `decide` would give now; nothing was charged. */
+  readonly response: RateLimitResponse;
+  /** The same request checked with 0 hits: each descriptor's room now (`limitRemaining`). */
+  readonly now: RateLimitResponse;
+  /**
+   * Per descriptor: the rule that decided it, `undefined` when none matched or its rule was
+   * replaced (`replaces`).
+   */
+  readonly matches: readonly (LimitMatch | undefined)[];
+  /** Per descriptor: its counters' keys, one per limit; empty when it is not counted. */
+  readonly counterKeys: readonly (readonly string[])[];
 }
 
 const NO_RULE: DescriptorStatus = Object.freeze({
@@ -256,6 +281,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   };
 
+  const explain = async (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
+    const p = plan(snapshot, request);
+    const { specs, specOf, matches } = p;
+    const counted = specs.length > 0;
+    const response = finish(p, counted ? await checkBatch(store, specs) : undefined);
+    const idle = { ...p, specs: specs.map((spec) => ({ ...spec, hits: 0 })) };
+    const now = finish(idle, counted ? await checkBatch(store, idle.specs) : undefined);
+    const counterKeys = matches.map((match, i) =>
+      match === undefined || specOf[i]! < 0
+        ? []
+        : specs.slice(specOf[i], specOf[i]! + match.rule.limits.length).map((spec) => spec.key),
+    );
+    return { snapshot, response, now, matches, counterKeys };
+  };
+
   const applyNow = store.applyNow?.bind(store);
   if (applyNow !== undefined) {
     const decideNow = (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
@@ -271,6 +311,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         }
       },
       decideNow,
+      explain,
     };
   }
   return {
@@ -278,6 +319,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const p = plan(snapshot, request);
       return finish(p, p.specs.length > 0 ? await store.apply(p.specs) : undefined);
     },
+    explain,
   };
 }
 
