@@ -99,7 +99,9 @@ async function post(url: string, body: unknown): Promise<{ status: number; answe
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(body),
   });
-  return { status: res.status, answer: await res.json() };
+  const text = await res.text();
+  // `/json` refuses a request with a plain-text status line.
+  return { status: res.status, answer: text.startsWith('{') ? JSON.parse(text) : { text } };
 }
 
 /**
@@ -163,5 +165,26 @@ describe.each<{ name: string; env: Record<string, string> }>([
     // The walk saw both answers many times.
     expect(rejected).toBeGreaterThan(5);
     expect(rejected).toBeLessThan(295);
+  });
+});
+
+describe('try it refuses what the service refuses', () => {
+  let sluice: ConsoleApp | undefined;
+  afterEach(async () => {
+    await sluice?.stop();
+  });
+
+  it('answers 400 saying why for a request over MAX_DESCRIPTORS_PER_REQUEST, as /json does', async () => {
+    sluice = await startConsoleApp({ MAX_DESCRIPTORS_PER_REQUEST: '2' }, RULES);
+    const request = {
+      domain: 'eq',
+      descriptors: ['sw', 'fw', 'tb'].map((key) => ({ entries: [{ key, value: 'a' }] })),
+    };
+    const tried = await post(`${sluice.debugUrl}/api/try`, request);
+    const served = await post(`http://127.0.0.1:${sluice.httpPort}/json`, request);
+    expect(served.status).toBe(400);
+    expect(tried.status).toBe(400);
+    expect(tried.answer).toMatchObject({ code: 'INVALID_REQUEST' });
+    expect(tried.answer.error).toContain('at most 2 are allowed (MAX_DESCRIPTORS_PER_REQUEST)');
   });
 });
