@@ -141,83 +141,87 @@ function reportedLimit(results: readonly CounterResult[], start: number, count: 
   return best;
 }
 
+/** What one request asks the store: its matched rules and its counters. */
+interface Plan {
+  readonly request: RateLimitRequest;
+  readonly matches: (LimitMatch | undefined)[];
+  /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
+  readonly specOf: number[];
+  readonly specs: CounterSpec[];
+}
+
+/**
+ * What `request` asks the store under `snapshot`: each descriptor's rule (after `replaces`) and
+ * one counter spec per counted limit, with its mode and quota group. `globalQuota`: QUOTA_MODE.
+ */
+function planOf(snapshot: ConfigSnapshot, request: RateLimitRequest, globalQuota: boolean): Plan {
+  const { domain, descriptors } = request;
+  const count = descriptors.length;
+  // Stryker disable next-line ArrayDeclaration: preallocation only; every index is written below
+  const matches = new Array<LimitMatch | undefined>(count);
+  let replaced: Set<string> | undefined;
+
+  for (let i = 0; i < count; i++) {
+    const match = snapshot.getLimit(domain, descriptors[i]!);
+    matches[i] = match;
+    if (match === undefined) continue;
+    // An indexed loop: this runs per descriptor per call, and most rules replace nothing.
+    const replaces = match.rule.replaces;
+    for (let r = 0; r < replaces.length; r++) (replaced ??= new Set<string>()).add(replaces[r]!);
+  }
+
+  // A plain array: a typed array costs an ArrayBuffer per request.
+  const specOf = new Array<number>(count).fill(-1);
+  const specs: CounterSpec[] = [];
+  // The reference's quota rule: the request is rejected when every quota descriptor is over
+  // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
+  // means quota cannot reject; otherwise each quota counter carries its descriptor as group.
+  let quotaCanReject = true;
+  for (let i = 0; i < count; i++) {
+    const match = matches[i];
+    if (match === undefined) {
+      if (globalQuota) quotaCanReject = false;
+      continue;
+    }
+    const rule = match.rule;
+    if (rule.unlimited) continue;
+    // A replaced rule is dropped as if nothing matched (the reference's behaviour). A rule
+    // without a name is never replaced: validation refuses an empty name in `replaces`.
+    if (replaced?.has(rule.name) === true) {
+      matches[i] = undefined;
+      if (globalQuota) quotaCanReject = false;
+      continue;
+    }
+    const descriptor = descriptors[i]!;
+    const hits = hitsFor(descriptor, request.hitsAddend);
+    const mode = modeOf(rule, globalQuota);
+    if (mode === 'shadow' && (globalQuota || rule.quotaMode)) quotaCanReject = false;
+    specOf[i] = specs.length;
+    const limits = rule.limits;
+    for (let l = 0; l < limits.length; l++) {
+      const limit = limits[l]!;
+      specs.push({
+        key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
+        algorithm: limit.algorithm,
+        limit: limit.requestsPerUnit,
+        windowMs: limit.windowMs,
+        burst: limit.burst,
+        hits,
+        mode,
+        quotaGroup: mode === 'quota' ? i : undefined,
+      });
+    }
+  }
+  // Only known at the end: a quota descriptor that is never over means no group rejects.
+  if (!quotaCanReject) for (const spec of specs) spec.quotaGroup = undefined;
+  return { request, matches, specOf, specs };
+}
+
 /** Create a limiter over `options.store`. */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { store, shadowMode } = options;
   const globalQuota = options.quotaMode === true;
   const withMetadata = options.responseDynamicMetadata === true;
-
-  /** What one request asks the store: its matched rules and its counters. */
-  interface Plan {
-    readonly request: RateLimitRequest;
-    readonly matches: (LimitMatch | undefined)[];
-    /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
-    readonly specOf: number[];
-    readonly specs: CounterSpec[];
-  }
-
-  const plan = (snapshot: ConfigSnapshot, request: RateLimitRequest): Plan => {
-    const { domain, descriptors } = request;
-    const count = descriptors.length;
-    // Stryker disable next-line ArrayDeclaration: preallocation only; every index is written below
-    const matches = new Array<LimitMatch | undefined>(count);
-    let replaced: Set<string> | undefined;
-
-    for (let i = 0; i < count; i++) {
-      const match = snapshot.getLimit(domain, descriptors[i]!);
-      matches[i] = match;
-      if (match === undefined) continue;
-      // An indexed loop: this runs per descriptor per call, and most rules replace nothing.
-      const replaces = match.rule.replaces;
-      for (let r = 0; r < replaces.length; r++) (replaced ??= new Set<string>()).add(replaces[r]!);
-    }
-
-    // A plain array: a typed array costs an ArrayBuffer per request.
-    const specOf = new Array<number>(count).fill(-1);
-    const specs: CounterSpec[] = [];
-    // The reference's quota rule: the request is rejected when every quota descriptor is over
-    // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
-    // means quota cannot reject; otherwise each quota counter carries its descriptor as group.
-    let quotaCanReject = true;
-    for (let i = 0; i < count; i++) {
-      const match = matches[i];
-      if (match === undefined) {
-        if (globalQuota) quotaCanReject = false;
-        continue;
-      }
-      const rule = match.rule;
-      if (rule.unlimited) continue;
-      // A replaced rule is dropped as if nothing matched (the reference's behaviour). A rule
-      // without a name is never replaced: validation refuses an empty name in `replaces`.
-      if (replaced?.has(rule.name) === true) {
-        matches[i] = undefined;
-        if (globalQuota) quotaCanReject = false;
-        continue;
-      }
-      const descriptor = descriptors[i]!;
-      const hits = hitsFor(descriptor, request.hitsAddend);
-      const mode = modeOf(rule, globalQuota);
-      if (mode === 'shadow' && (globalQuota || rule.quotaMode)) quotaCanReject = false;
-      specOf[i] = specs.length;
-      const limits = rule.limits;
-      for (let l = 0; l < limits.length; l++) {
-        const limit = limits[l]!;
-        specs.push({
-          key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
-          algorithm: limit.algorithm,
-          limit: limit.requestsPerUnit,
-          windowMs: limit.windowMs,
-          burst: limit.burst,
-          hits,
-          mode,
-          quotaGroup: mode === 'quota' ? i : undefined,
-        });
-      }
-    }
-    // Only known at the end: a quota descriptor that is never over means no group rejects.
-    if (!quotaCanReject) for (const spec of specs) spec.quotaGroup = undefined;
-    return { request, matches, specOf, specs };
-  };
 
   const finish = (
     { request, matches, specOf, specs }: Plan,
@@ -282,7 +286,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   };
 
   const explain = async (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
-    const p = plan(snapshot, request);
+    const p = planOf(snapshot, request, globalQuota);
     const { specs, specOf, matches } = p;
     const counted = specs.length > 0;
     const response = finish(p, counted ? await checkBatch(store, specs) : undefined);
@@ -299,7 +303,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const applyNow = store.applyNow?.bind(store);
   if (applyNow !== undefined) {
     const decideNow = (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
-      const p = plan(snapshot, request);
+      const p = planOf(snapshot, request, globalQuota);
       return finish(p, p.specs.length > 0 ? applyNow(p.specs) : undefined);
     };
     return {
@@ -316,7 +320,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
   return {
     async decide(snapshot, request) {
-      const p = plan(snapshot, request);
+      const p = planOf(snapshot, request, globalQuota);
       return finish(p, p.specs.length > 0 ? await store.apply(p.specs) : undefined);
     },
     explain,

@@ -115,20 +115,22 @@ function overrideRuleKey(domain: string, descriptor: RequestDescriptor): string 
   return sanitizeStatName(key);
 }
 
-/** Create the service. */
-export function createRateLimitService(
-  options: RateLimitServiceOptions,
-): RateLimitService & Explainer {
-  const { limiter, config, bounds, logger, metrics, headers } = options;
-  const clock = options.clock ?? Date.now;
-  const withProblem = options.problemJson === true;
-  const counters = metrics?.service;
+/**
+ * The per-rule stats of a counted descriptor, found per call: cached per rule where the stats key
+ * does not depend on the request.
+ */
+function createStatsLookup(): (
+  m: Metrics,
+  domain: string,
+  d: RequestDescriptor,
+  rule: RateLimitRule,
+) => RuleStats {
   // Stats of rules whose key does not depend on the request, found without building a string.
   const byRule = new WeakMap<RateLimitRule, RuleStats>();
 
   // The sanitised key of a configured rule, which names its overflow series.
   const ruleKeys = new WeakMap<RateLimitRule, string>();
-  const statsOf = (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule) => {
+  return (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule): RuleStats => {
     if (rule.fromOverride) {
       return m.requestStatsFor(statsKey(domain, d, rule), overrideRuleKey(domain, d));
     }
@@ -147,6 +149,17 @@ export function createRateLimitService(
     }
     return stats;
   };
+}
+
+/** Create the service. */
+export function createRateLimitService(
+  options: RateLimitServiceOptions,
+): RateLimitService & Explainer {
+  const { limiter, config, bounds, logger, metrics, headers } = options;
+  const clock = options.clock ?? Date.now;
+  const withProblem = options.problemJson === true;
+  const counters = metrics?.service;
+  const statsOf = createStatsLookup();
 
   /** The reference's per-rule arithmetic (docs/operations-metrics.md); plain additions only. */
   const record = (m: Metrics, request: RateLimitRequest, response: RateLimitResponse): void => {
