@@ -15,8 +15,14 @@ import type { Logger } from './logging/logger.js';
 import { formatHostPort, logStartup } from './logging/startup.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { createLatencyReservoir, createStatsdSink, type StatsdSink } from './metrics/statsd.js';
+import { createConfigStatus } from './console/config-status.js';
+import { createDebugConsole } from './console/console.js';
 import { createHealthSignal, type HealthSignal } from './service/health.js';
-import { createRateLimitService, type RateLimitService } from './service/rate-limit-service.js';
+import {
+  createRateLimitService,
+  type Explainer,
+  type RateLimitService,
+} from './service/rate-limit-service.js';
 import { storeOptions, type Settings } from './settings.js';
 import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
@@ -24,8 +30,6 @@ import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHostCheck } from './transport/http/host-check.js';
-import { createConfigStatus } from './transport/http/console/config-status.js';
-import { createDebugConsole } from './transport/http/console/console.js';
 import { createHttpServer } from './transport/http/server.js';
 import { createPrometheusServer } from './transport/http/prometheus.js';
 import { createRequestBudget } from './transport/limits.js';
@@ -83,7 +87,7 @@ export interface App {
   /** The config snapshot currently serving. */
   snapshot(): ConfigSnapshot;
   /** The transport-independent service (for in-process callers and benchmarks). */
-  readonly service: RateLimitService;
+  readonly service: RateLimitService & Explainer;
   /** The counter store. */
   readonly store: CounterStore;
   /** The metrics `/metrics` renders. */
@@ -243,6 +247,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const debugLog = logger.child({ module: 'debug' });
   const debugConsole = createDebugConsole({
     snapshot: current,
+    service,
     store,
     metrics,
     health,
@@ -251,7 +256,6 @@ export async function createApp(options: AppOptions): Promise<App> {
     logger: debugLog,
     storeInfo: { backend: settings.backendType, failureMode: settings.storeFailureMode },
     shadowMode: settings.shadowMode,
-    quotaMode: settings.quotaMode,
     resetEnabled: settings.debugConsoleResetEnabled,
     listenHost: settings.debugHost,
     resetToken: settings.debugConsoleResetToken,

@@ -2,7 +2,9 @@
  * The limiter: turns one request into at most one batched store call and a decision value.
  * It resolves rules (via the config snapshot), applies `replaces`, `unlimited`, shadow and quota
  * mode, and builds one status per descriptor (docs/semantics.md §3 and §5). The admission
- * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it.
+ * decision itself is the store's (`BatchResult.admitted`); the limiter only reports it. A dry run
+ * (`explain`, the console's "try it") goes through the same plan and statuses, with the store's
+ * dry run (`checkBatch`) in place of the charge.
  */
 import type { ConfigSnapshot, LimitMatch } from '../config/types.js';
 import {
@@ -23,6 +25,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../stores/counter-store.js';
+import { checkBatch } from '../stores/batch.js';
 import { counterKey } from './keys.js';
 
 /** Options for {@link createLimiter}. */
@@ -53,6 +56,28 @@ export interface Limiter {
    * waiting for a promise.
    */
   readonly decideNow?: (snapshot: ConfigSnapshot, request: RateLimitRequest) => RateLimitResponse;
+  /**
+   * The answer {@link decide} would give now, from the same code, charging nothing (the console's
+   * "try it"). Allocates more than `decide`; never on the serving path. Rejects as `decide` does.
+   */
+  explain(snapshot: ConfigSnapshot, request: RateLimitRequest): Promise<Explanation>;
+}
+
+/** A dry run of one request ({@link Limiter.explain}). */
+export interface Explanation {
+  /** The snapshot it was decided against. */
+  readonly snapshot: ConfigSnapshot;
+  /** The answer `decide` would give now; nothing was charged. */
+  readonly response: RateLimitResponse;
+  /** The same request checked with 0 hits: each descriptor's room now (`limitRemaining`). */
+  readonly now: RateLimitResponse;
+  /**
+   * Per descriptor: the rule that decided it, `undefined` when none matched or its rule was
+   * replaced (`replaces`).
+   */
+  readonly matches: readonly (LimitMatch | undefined)[];
+  /** Per descriptor: its counters' keys, one per limit; empty when it is not counted. */
+  readonly counterKeys: readonly (readonly string[])[];
 }
 
 const NO_RULE: DescriptorStatus = Object.freeze({
@@ -116,83 +141,87 @@ function reportedLimit(results: readonly CounterResult[], start: number, count: 
   return best;
 }
 
+/** What one request asks the store: its matched rules and its counters. */
+interface Plan {
+  readonly request: RateLimitRequest;
+  readonly matches: (LimitMatch | undefined)[];
+  /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
+  readonly specOf: number[];
+  readonly specs: CounterSpec[];
+}
+
+/**
+ * What `request` asks the store under `snapshot`: each descriptor's rule (after `replaces`) and
+ * one counter spec per counted limit, with its mode and quota group. `globalQuota`: QUOTA_MODE.
+ */
+function planOf(snapshot: ConfigSnapshot, request: RateLimitRequest, globalQuota: boolean): Plan {
+  const { domain, descriptors } = request;
+  const count = descriptors.length;
+  // Stryker disable next-line ArrayDeclaration: preallocation only; every index is written below
+  const matches = new Array<LimitMatch | undefined>(count);
+  let replaced: Set<string> | undefined;
+
+  for (let i = 0; i < count; i++) {
+    const match = snapshot.getLimit(domain, descriptors[i]!);
+    matches[i] = match;
+    if (match === undefined) continue;
+    // An indexed loop: this runs per descriptor per call, and most rules replace nothing.
+    const replaces = match.rule.replaces;
+    for (let r = 0; r < replaces.length; r++) (replaced ??= new Set<string>()).add(replaces[r]!);
+  }
+
+  // A plain array: a typed array costs an ArrayBuffer per request.
+  const specOf = new Array<number>(count).fill(-1);
+  const specs: CounterSpec[] = [];
+  // The reference's quota rule: the request is rejected when every quota descriptor is over
+  // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
+  // means quota cannot reject; otherwise each quota counter carries its descriptor as group.
+  let quotaCanReject = true;
+  for (let i = 0; i < count; i++) {
+    const match = matches[i];
+    if (match === undefined) {
+      if (globalQuota) quotaCanReject = false;
+      continue;
+    }
+    const rule = match.rule;
+    if (rule.unlimited) continue;
+    // A replaced rule is dropped as if nothing matched (the reference's behaviour). A rule
+    // without a name is never replaced: validation refuses an empty name in `replaces`.
+    if (replaced?.has(rule.name) === true) {
+      matches[i] = undefined;
+      if (globalQuota) quotaCanReject = false;
+      continue;
+    }
+    const descriptor = descriptors[i]!;
+    const hits = hitsFor(descriptor, request.hitsAddend);
+    const mode = modeOf(rule, globalQuota);
+    if (mode === 'shadow' && (globalQuota || rule.quotaMode)) quotaCanReject = false;
+    specOf[i] = specs.length;
+    const limits = rule.limits;
+    for (let l = 0; l < limits.length; l++) {
+      const limit = limits[l]!;
+      specs.push({
+        key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
+        algorithm: limit.algorithm,
+        limit: limit.requestsPerUnit,
+        windowMs: limit.windowMs,
+        burst: limit.burst,
+        hits,
+        mode,
+        quotaGroup: mode === 'quota' ? i : undefined,
+      });
+    }
+  }
+  // Only known at the end: a quota descriptor that is never over means no group rejects.
+  if (!quotaCanReject) for (const spec of specs) spec.quotaGroup = undefined;
+  return { request, matches, specOf, specs };
+}
+
 /** Create a limiter over `options.store`. */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { store, shadowMode } = options;
   const globalQuota = options.quotaMode === true;
   const withMetadata = options.responseDynamicMetadata === true;
-
-  /** What one request asks the store: its matched rules and its counters. */
-  interface Plan {
-    readonly request: RateLimitRequest;
-    readonly matches: (LimitMatch | undefined)[];
-    /** Index into `specs` of descriptor i's first counter (one per limit), -1 when not counted. */
-    readonly specOf: number[];
-    readonly specs: CounterSpec[];
-  }
-
-  const plan = (snapshot: ConfigSnapshot, request: RateLimitRequest): Plan => {
-    const { domain, descriptors } = request;
-    const count = descriptors.length;
-    // Stryker disable next-line ArrayDeclaration: preallocation only; every index is written below
-    const matches = new Array<LimitMatch | undefined>(count);
-    let replaced: Set<string> | undefined;
-
-    for (let i = 0; i < count; i++) {
-      const match = snapshot.getLimit(domain, descriptors[i]!);
-      matches[i] = match;
-      if (match === undefined) continue;
-      // An indexed loop: this runs per descriptor per call, and most rules replace nothing.
-      const replaces = match.rule.replaces;
-      for (let r = 0; r < replaces.length; r++) (replaced ??= new Set<string>()).add(replaces[r]!);
-    }
-
-    // A plain array: a typed array costs an ArrayBuffer per request.
-    const specOf = new Array<number>(count).fill(-1);
-    const specs: CounterSpec[] = [];
-    // The reference's quota rule: the request is rejected when every quota descriptor is over
-    // its limit. A quota descriptor that is never over (no rule under QUOTA_MODE, shadow mode)
-    // means quota cannot reject; otherwise each quota counter carries its descriptor as group.
-    let quotaCanReject = true;
-    for (let i = 0; i < count; i++) {
-      const match = matches[i];
-      if (match === undefined) {
-        if (globalQuota) quotaCanReject = false;
-        continue;
-      }
-      const rule = match.rule;
-      if (rule.unlimited) continue;
-      // A replaced rule is dropped as if nothing matched (the reference's behaviour). A rule
-      // without a name is never replaced: validation refuses an empty name in `replaces`.
-      if (replaced?.has(rule.name) === true) {
-        matches[i] = undefined;
-        if (globalQuota) quotaCanReject = false;
-        continue;
-      }
-      const descriptor = descriptors[i]!;
-      const hits = hitsFor(descriptor, request.hitsAddend);
-      const mode = modeOf(rule, globalQuota);
-      if (mode === 'shadow' && (globalQuota || rule.quotaMode)) quotaCanReject = false;
-      specOf[i] = specs.length;
-      const limits = rule.limits;
-      for (let l = 0; l < limits.length; l++) {
-        const limit = limits[l]!;
-        specs.push({
-          key: counterKey(domain, descriptor.entries, match, limit.windowMs, limit.algorithm),
-          algorithm: limit.algorithm,
-          limit: limit.requestsPerUnit,
-          windowMs: limit.windowMs,
-          burst: limit.burst,
-          hits,
-          mode,
-          quotaGroup: mode === 'quota' ? i : undefined,
-        });
-      }
-    }
-    // Only known at the end: a quota descriptor that is never over means no group rejects.
-    if (!quotaCanReject) for (const spec of specs) spec.quotaGroup = undefined;
-    return { request, matches, specOf, specs };
-  };
 
   const finish = (
     { request, matches, specOf, specs }: Plan,
@@ -256,10 +285,25 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   };
 
+  const explain = async (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
+    const p = planOf(snapshot, request, globalQuota);
+    const { specs, specOf, matches } = p;
+    const counted = specs.length > 0;
+    const response = finish(p, counted ? await checkBatch(store, specs) : undefined);
+    const idle = { ...p, specs: specs.map((spec) => ({ ...spec, hits: 0 })) };
+    const now = finish(idle, counted ? await checkBatch(store, idle.specs) : undefined);
+    const counterKeys = matches.map((match, i) =>
+      match === undefined || specOf[i]! < 0
+        ? []
+        : specs.slice(specOf[i], specOf[i]! + match.rule.limits.length).map((spec) => spec.key),
+    );
+    return { snapshot, response, now, matches, counterKeys };
+  };
+
   const applyNow = store.applyNow?.bind(store);
   if (applyNow !== undefined) {
     const decideNow = (snapshot: ConfigSnapshot, request: RateLimitRequest) => {
-      const p = plan(snapshot, request);
+      const p = planOf(snapshot, request, globalQuota);
       return finish(p, p.specs.length > 0 ? applyNow(p.specs) : undefined);
     };
     return {
@@ -271,13 +315,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
         }
       },
       decideNow,
+      explain,
     };
   }
   return {
     async decide(snapshot, request) {
-      const p = plan(snapshot, request);
+      const p = planOf(snapshot, request, globalQuota);
       return finish(p, p.specs.length > 0 ? await store.apply(p.specs) : undefined);
     },
+    explain,
   };
 }
 

@@ -1,12 +1,12 @@
 /**
  * ShouldRateLimit in domain terms: validate the request, take the current config snapshot once,
  * and let the limiter decide. Both transports call this: gRPC, and the HTTP `/json` endpoint
- * (transport/http).
+ * (transport/http); the console's "try it" calls its dry run, `explain`.
  */
 import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
 import { SluiceError } from '../errors.js';
-import type { Limiter } from '../limiter/limiter.js';
+import type { Explanation, Limiter } from '../limiter/limiter.js';
 import type { Logger } from '../logging/logger.js';
 import { sanitizeStatName, type Metrics, type RuleStats } from '../metrics/metrics.js';
 import type {
@@ -51,6 +51,19 @@ export interface RateLimitService {
    * only when tracing is on).
    */
   shouldRateLimit(request: RateLimitRequest, headers?: TraceHeaders): Promise<RateLimitResponse>;
+}
+
+/**
+ * The service's dry run, which the console calls (the transports need only
+ * {@link RateLimitService}).
+ */
+export interface Explainer {
+  /**
+   * The answer {@link shouldRateLimit} would give now, from the same validation, snapshot and
+   * limiter, charging nothing and counting nothing in the metrics (the console's "try it";
+   * `Limiter.explain`). Response headers are not added. Rejects as `shouldRateLimit` does.
+   */
+  explain(request: RateLimitRequest): Promise<Explanation>;
 }
 
 /**
@@ -102,18 +115,22 @@ function overrideRuleKey(domain: string, descriptor: RequestDescriptor): string 
   return sanitizeStatName(key);
 }
 
-/** Create the service. */
-export function createRateLimitService(options: RateLimitServiceOptions): RateLimitService {
-  const { limiter, config, bounds, logger, metrics, headers } = options;
-  const clock = options.clock ?? Date.now;
-  const withProblem = options.problemJson === true;
-  const counters = metrics?.service;
+/**
+ * The per-rule stats of a counted descriptor, found per call: cached per rule where the stats key
+ * does not depend on the request.
+ */
+function createStatsLookup(): (
+  m: Metrics,
+  domain: string,
+  d: RequestDescriptor,
+  rule: RateLimitRule,
+) => RuleStats {
   // Stats of rules whose key does not depend on the request, found without building a string.
   const byRule = new WeakMap<RateLimitRule, RuleStats>();
 
   // The sanitised key of a configured rule, which names its overflow series.
   const ruleKeys = new WeakMap<RateLimitRule, string>();
-  const statsOf = (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule) => {
+  return (m: Metrics, domain: string, d: RequestDescriptor, rule: RateLimitRule): RuleStats => {
     if (rule.fromOverride) {
       return m.requestStatsFor(statsKey(domain, d, rule), overrideRuleKey(domain, d));
     }
@@ -132,6 +149,17 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
     }
     return stats;
   };
+}
+
+/** Create the service. */
+export function createRateLimitService(
+  options: RateLimitServiceOptions,
+): RateLimitService & Explainer {
+  const { limiter, config, bounds, logger, metrics, headers } = options;
+  const clock = options.clock ?? Date.now;
+  const withProblem = options.problemJson === true;
+  const counters = metrics?.service;
+  const statsOf = createStatsLookup();
 
   /** The reference's per-rule arithmetic (docs/operations-metrics.md); plain additions only. */
   const record = (m: Metrics, request: RateLimitRequest, response: RateLimitResponse): void => {
@@ -214,7 +242,7 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
   };
 
   const decideNow = limiter.decideNow;
-  const service: RateLimitService = {
+  const service: RateLimitService & Explainer = {
     // Not `async`: with a synchronous store (memory) the answer is ready when the promise is
     // made, and the only promise hop is the caller's.
     shouldRateLimit(request) {
@@ -243,6 +271,14 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
         return Promise.reject(fail(err, start));
       }
     },
+    async explain(request) {
+      try {
+        validateRequest(request, bounds);
+        return await limiter.explain(config(), request);
+      } catch (err) {
+        throw SluiceError.from(err);
+      }
+    },
   };
   const tracing = options.tracing;
   if (tracing === undefined) return service;
@@ -250,5 +286,7 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
   return {
     shouldRateLimit: (request, headers) =>
       tracing.traceCall(request, headers, () => untraced(request)),
+    // A dry run is no call: not traced.
+    explain: (request) => service.explain(request),
   };
 }

@@ -13,9 +13,10 @@
  * its client side (the local over-limit cache's cumulative hits, the merge of several script
  * calls); the check and charge themselves must run inside one Lua script to be atomic, so
  * apply-script.ts keeps a server-side copy of this rule in Lua. The store contract tests run
- * both stores through the same batches to keep the two copies in step.
+ * both stores through the same batches to keep the two copies in step. A dry run of a batch (the
+ * console's "try it") is decided here too: {@link checkBatch}.
  */
-import type { CounterSpec } from './counter-store.js';
+import type { BatchResult, CounterResult, CounterSpec, CounterStore } from './counter-store.js';
 
 /** Batches longer than this find each spec's first spec with a map, shorter ones with a scan. */
 const SCAN_LIMIT = 16;
@@ -106,4 +107,43 @@ export function admits(specs: readonly CounterSpec[], over: readonly boolean[]):
 /** Whether an admitted batch charges `spec`, which lacked room when `over`. */
 export function charges(spec: CounterSpec, over: boolean): boolean {
   return spec.hits > 0 && !(spec.mode === 'quota' && over);
+}
+
+/**
+ * `store.apply(specs)` as a dry run (`CounterStore.check`): what the store would answer now,
+ * charging nothing. A store without `check` (Redis: only its Lua reads its counters, and that
+ * folder keeps one script) is asked with every spec's hits set to 0, which checks without
+ * charging, and the batch rule above then decides in process on the room each counter reported.
+ * The decision and each counter's room are the script's own as long as nothing else charges
+ * those counters in between (test/unit/dry-run.test.ts holds them equal to the memory store's
+ * `check` for every algorithm); `resetMs` is the counter's as the peek read it, before this
+ * request's hits (docs/operations-console.md, "Try it").
+ */
+export async function checkBatch(
+  store: CounterStore,
+  specs: readonly CounterSpec[],
+): Promise<BatchResult> {
+  if (store.check !== undefined) return store.check(specs);
+  const peek = await store.apply(specs.map((spec) => ({ ...spec, hits: 0 })));
+  const keys = new BatchKeys();
+  keys.group(specs);
+  const { firstOf, cumHits } = keys;
+  const over = specs.map(
+    (_spec, i) => peek.results[i]!.overLimit || peek.results[i]!.remaining < cumHits[i]!,
+  );
+  const admitted = admits(specs, over);
+  // What each key is charged in all, as a result reads its counter after the whole batch.
+  const charged = specs.map(() => 0);
+  if (admitted) {
+    specs.forEach((spec, i) => {
+      if (charges(spec, over[i]!)) charged[firstOf[i]!]! += spec.hits;
+    });
+  }
+  const results = specs.map((_spec, i): CounterResult => {
+    const { remaining, resetMs } = peek.results[i]!;
+    return over[i]!
+      ? { overLimit: true, remaining: 0, resetMs }
+      : { overLimit: false, remaining: Math.max(0, remaining - charged[firstOf[i]!]!), resetMs };
+  });
+  return { admitted, results };
 }

@@ -85,6 +85,13 @@ export interface CounterStore {
    * answer without a promise hop.
    */
   applyNow?(specs: readonly CounterSpec[]): BatchResult;
+  /**
+   * Optional: `apply()` as a dry run, for the console's "try it" (never the serving path): the
+   * decision and results `apply()` would give now, from the same batch rule and algorithm steps,
+   * changing nothing (no charge, no expiry, no bookkeeping). A store without it is dry-run by
+   * `checkBatch` (stores/batch.ts), which peeks with 0 hits and decides in process.
+   */
+  check?(specs: readonly CounterSpec[]): Promise<BatchResult>;
   /** Number of counters held (for metrics and the debug endpoint); may include expired ones not yet reclaimed. */
   size(): number;
   /** Whether the store can answer now (false while a remote store is unreachable). */

@@ -3,6 +3,7 @@
  * (JSON endpoints and the browser suite), plus the rules they share.
  */
 import { createApp, type App } from '../../src/app.js';
+import type { Clock } from '../../src/clock.js';
 import { capturingLogger, ruleDir } from './app.js';
 import { createEnvoyRlsClient, rlsRequest, type EnvoyRlsClient } from './envoy-rls-client.js';
 import { loadSettings } from '../../src/settings.js';
@@ -40,11 +41,15 @@ export interface ConsoleApp {
   stop(): Promise<void>;
 }
 
-/** Start sluice on free loopback ports with {@link CONSOLE_RULES} (or `rules`) and `env`. */
+/**
+ * Start sluice on free loopback ports with {@link CONSOLE_RULES} (or `rules`) and `env`; `clock`
+ * (default the system's) is the store's and the console's time.
+ */
 export async function startConsoleApp(
   env: Record<string, string> = {},
   rules: string = CONSOLE_RULES,
   sampleIntervalMs?: number,
+  clock?: Clock,
 ): Promise<ConsoleApp> {
   const dir = await ruleDir({ 'shop.yaml': rules });
   const settings = loadSettings(
@@ -61,7 +66,12 @@ export async function startConsoleApp(
     { config: [dir] },
   );
   const { logger, lines } = capturingLogger();
-  const app = await createApp({ settings, logger, consoleSampleIntervalMs: sampleIntervalMs });
+  const app = await createApp({
+    settings,
+    logger,
+    consoleSampleIntervalMs: sampleIntervalMs,
+    ...(clock === undefined ? {} : { clock }),
+  });
   const { grpcPort, httpPort, debugPort } = await app.start();
   const client = createEnvoyRlsClient(`127.0.0.1:${grpcPort}`);
   return {

@@ -8,8 +8,8 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, systemClock, type Clock } from '../../src/clock.js';
-import { createConfigStatus } from '../../src/transport/http/console/config-status.js';
-import { createDebugConsole } from '../../src/transport/http/console/console.js';
+import { createConfigStatus } from '../../src/console/config-status.js';
+import { createDebugConsole } from '../../src/console/console.js';
 import { createDebugServer } from '../../src/transport/http/debug.js';
 import { capturingLogger } from '../helpers/app.js';
 import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
@@ -111,6 +111,7 @@ describe('resets on a debug listener reachable from the network', () => {
     const { logger, lines } = capturingLogger();
     const debugConsole = createDebugConsole({
       snapshot: () => sluice.app.snapshot(),
+      service: sluice.app.service,
       store: sluice.app.store,
       metrics: sluice.app.metrics,
       health: sluice.app.health,
@@ -119,7 +120,6 @@ describe('resets on a debug listener reachable from the network', () => {
       logger,
       storeInfo: { backend: 'memory', failureMode: 'error' },
       shadowMode: false,
-      quotaMode: false,
       resetEnabled: true,
       listenHost: '0.0.0.0',
       resetToken,

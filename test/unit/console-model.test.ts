@@ -9,9 +9,9 @@ import { buildSnapshot } from '../../src/config/snapshot.js';
 import { ConfigError } from '../../src/errors.js';
 import { counterKey } from '../../src/limiter/keys.js';
 import type { ServiceCounters } from '../../src/metrics/metrics.js';
-import { createConfigStatus } from '../../src/transport/http/console/config-status.js';
-import { decodeCounterKey } from '../../src/transport/http/console/counter-keys.js';
-import { createSampler, type Sampler } from '../../src/transport/http/console/sampler.js';
+import { createConfigStatus } from '../../src/console/config-status.js';
+import { decodeCounterKey } from '../../src/limiter/keys.js';
+import { createSampler, type Sampler } from '../../src/console/sampler.js';
 
 describe('decodeCounterKey', () => {
   const snapshot = buildSnapshot([

@@ -511,6 +511,57 @@ class MemoryStore implements CounterStore {
   }
 
   /**
+   * `apply()` as a dry run (`CounterStore.check`, for the console's "try it"): the same steps as
+   * {@link applyNow} (the batch rule of stores/batch.ts, each algorithm's refresh, room check,
+   * charge and result) on copies of the counters, so nothing held changes: no charge, no expiry,
+   * no use or limiting bit, no eviction. Allocates per call; never on the serving path.
+   */
+  check(specs: readonly CounterSpec[]): Promise<BatchResult> {
+    const now = Math.floor(this.clock());
+    const keys = new BatchKeys();
+    keys.group(specs);
+    const { firstOf, cumHits } = keys;
+    const states: CounterState[] = [];
+    const over: boolean[] = [];
+    for (let i = 0; i < specs.length; i++) {
+      const spec = specs[i]!;
+      const first = firstOf[i]!;
+      states[i] = first === i ? this.copyOf(spec, now) : states[first]!;
+      over[i] = !ALGORITHM_STEPS[spec.algorithm].hasRoom(states[i]!, now, cumHits[i]!, spec);
+    }
+    const admitted = admits(specs, over);
+    if (admitted) {
+      specs.forEach((spec, i) => {
+        if (!charges(spec, over[i]!)) return;
+        const state = states[i]!;
+        const hits = Math.min(spec.hits, MAX_EXACT_TOTAL - state.total);
+        ALGORITHM_STEPS[spec.algorithm].charge(state, now, hits, spec);
+      });
+    }
+    const results = specs.map((spec, i) =>
+      ALGORITHM_STEPS[spec.algorithm].result(
+        states[i]!,
+        now,
+        cumHits[i]!,
+        spec,
+        over[i]!,
+        newResult(),
+      ),
+    );
+    return Promise.resolve({ admitted, results });
+  }
+
+  /** A copy of the live state of `spec`'s counter, refreshed to `now`; empty when none or expired. */
+  private copyOf(spec: CounterSpec, now: number): CounterState {
+    const slot = this.slots.get(spec.key) ?? NONE;
+    if (slot === NONE) return createCounterState();
+    // Scratch slot 0 is free: no batch is running (both are synchronous).
+    const state = cloneCounterState(this.load(slot, 0, spec));
+    ALGORITHM_STEPS[spec.algorithm].refresh(state, now, spec);
+    return state.emptyAtMs <= now ? createCounterState() : state;
+  }
+
+  /**
    * Whether `slot` is a slot (not NONE) that still holds the counter `key`. Only the cap's
    * removals during the batch can change that (a cap below the batch's key count evicting one of
    * its counters, whose charge is then forgotten), so the map is asked only after one.

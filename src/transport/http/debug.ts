@@ -4,15 +4,35 @@
  * counters, `/health` why the instance is (not) serving, `/metrics` the Prometheus text.
  * docs/operations-http.md describes each.
  */
+import type http from 'node:http';
 import type { ConfigSnapshot } from '../../config/types.js';
 import type { Logger } from '../../logging/logger.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { HealthSignal } from '../../service/health.js';
 import type { CounterStore } from '../../stores/counter-store.js';
 import { createLogLimiter, truncateForLog } from '../../logging/limited.js';
-import { wantsHtml, type DebugConsole } from './console/console.js';
 import type { HostCheck } from './host-check.js';
 import { createRouter, send, type HttpServer, type Route } from './server.js';
+
+/**
+ * What the debug server mounts of an operator application (the console, src/console/): its
+ * endpoints, each listed at `/`, and a page served at `/` to browsers.
+ */
+export interface MountedApp {
+  /** Endpoints by path, with one line of help each for the list at `/`. */
+  readonly endpoints: readonly {
+    readonly path: string;
+    readonly help: string;
+    readonly route: Route;
+  }[];
+  /** The page a browser gets at `/`. */
+  readonly page: Route;
+}
+
+/** Whether `req` asks for a page (a browser) rather than text (curl). */
+function wantsHtml(req: http.IncomingMessage): boolean {
+  return (req.headers.accept ?? '').includes('text/html');
+}
 
 /** Options for {@link createDebugServer}. */
 export interface DebugServerOptions {
@@ -27,7 +47,7 @@ export interface DebugServerOptions {
   /** Module logger. */
   readonly logger: Logger;
   /** The operator console (docs/operations-console.md): its page at `/` and its endpoints. */
-  readonly console?: DebugConsole;
+  readonly console?: MountedApp;
   /**
    * Which `Host` headers are answered (src/transport/http/host-check.ts); others get 403, so a
    * page elsewhere cannot read or drive the listener through DNS rebinding. `undefined`: any.

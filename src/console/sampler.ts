@@ -4,8 +4,8 @@
  * that holds the last 15 minutes. Nothing runs per call: the request path only adds to the plain
  * numbers it always added to.
  */
-import type { Clock } from '../../../clock.js';
-import type { ServiceCounters } from '../../../metrics/metrics.js';
+import type { Clock } from '../clock.js';
+import type { ServiceCounters } from '../metrics/metrics.js';
 
 /** Default time between two samples, ms. */
 const SAMPLE_INTERVAL_MS = 5_000;

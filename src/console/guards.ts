@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
-import type { Clock } from '../../../clock.js';
+import type { Clock } from '../clock.js';
 
 /**
  * JSON answers (`/api/*`) the console gives per second over all clients, and the burst allowed

@@ -4,9 +4,9 @@
  * every problem of a refused rule set. The composition root reports each load to it, next to the
  * log line and the `config_load_*` counter it already writes.
  */
-import type { Clock } from '../../../clock.js';
-import type { ConfigSnapshot } from '../../../config/types.js';
-import { ConfigError, formatConfigProblem } from '../../../errors.js';
+import type { Clock } from '../clock.js';
+import type { ConfigSnapshot } from '../config/types.js';
+import { ConfigError, formatConfigProblem } from '../errors.js';
 
 /** The outcome of one load or reload. */
 export interface ConfigLoadResult {

@@ -2,10 +2,10 @@
  * The console's view of the rules: each loaded domain's matching tree as plain JSON, and the path
  * one request descriptor takes through it (the same `lookup` getLimit walks, step by step).
  */
-import { isWildcard } from '../../../config/glob.js';
-import { lookup } from '../../../config/match.js';
-import type { ConfigLevel, ConfigNode, ConfigSnapshot } from '../../../config/types.js';
-import type { RateLimitRule, RequestDescriptor } from '../../../model.js';
+import { isWildcard } from '../config/glob.js';
+import { lookup } from '../config/match.js';
+import type { ConfigLevel, ConfigNode, ConfigSnapshot } from '../config/types.js';
+import type { RateLimitRule, RequestDescriptor } from '../model.js';
 
 /** One limit of a rule, as the console shows it. */
 export interface RuleLimitView {
