@@ -13,7 +13,9 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import type { Context, TextMapGetter } from '@opentelemetry/api';
+import type * as OtelApi from '@opentelemetry/api';
+import type { Context, TextMapGetter, TextMapPropagator } from '@opentelemetry/api';
+import type { TracerProvider as OtelTracerProvider } from '@opentelemetry/sdk-trace';
 import type { Logger } from '../logging/logger.js';
 import type { TracingMetricsSink } from '../metrics/metrics.js';
 import type { RateLimitRequest } from '../model.js';
@@ -165,12 +167,22 @@ const getter: TextMapGetter<TraceHeaders> = {
   },
 };
 
+/** What {@link startProvider} hands {@link createTracing}: the API module and the SDK's parts. */
+interface TracingParts {
+  /** `@opentelemetry/api`, loaded only once tracing is on. */
+  readonly api: typeof OtelApi;
+  /** The tracer provider, which holds the span processor and its exporter. */
+  readonly provider: OtelTracerProvider;
+  /** W3C trace context, B3 and W3C baggage, read from the request metadata. */
+  readonly propagator: TextMapPropagator;
+}
+
 /**
  * Load the OpenTelemetry SDK and start the tracer provider the settings describe: parent-based
  * sampling at `TRACING_SAMPLING_RATE`, a batch span processor, an OTLP exporter that reads its
- * endpoint, headers and timeout from `OTEL_EXPORTER_OTLP_*`.
+ * endpoint, headers and timeout from `OTEL_EXPORTER_OTLP_*`. Logs what it started.
  */
-export async function createTracing(options: TracingOptions): Promise<Tracing> {
+async function startProvider(options: TracingOptions): Promise<TracingParts> {
   const { settings, logger } = options;
   const [api, core, b3, resources, sdk] = await Promise.all([
     import('@opentelemetry/api'),
@@ -222,13 +234,6 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
       new core.W3CBaggagePropagator(),
     ],
   });
-  const serverTracer = provider.getTracer('ratelimit server');
-  const serviceTracer = provider.getTracer('ratelimit');
-  const storeTracer = provider.getTracer('redis.fixedCacheImpl');
-  // The context of the call in progress, so the store wrapper finds its parent without the
-  // limiter passing one through.
-  const active = new AsyncLocalStorage<Context>();
-  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace } = api;
   logger.info(
     {
       protocol: settings.protocol,
@@ -240,6 +245,24 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     },
     'tracing on',
   );
+
+  return { api, provider, propagator };
+}
+
+/**
+ * Load the OpenTelemetry SDK and start the tracer provider the settings describe (see
+ * {@link startProvider}); the returned {@link Tracing} makes the reference's spans with it.
+ */
+export async function createTracing(options: TracingOptions): Promise<Tracing> {
+  const { logger } = options;
+  const { api, provider, propagator } = await startProvider(options);
+  const serverTracer = provider.getTracer('ratelimit server');
+  const serviceTracer = provider.getTracer('ratelimit');
+  const storeTracer = provider.getTracer('redis.fixedCacheImpl');
+  // The context of the call in progress, so the store wrapper finds its parent without the
+  // limiter passing one through.
+  const active = new AsyncLocalStorage<Context>();
+  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace } = api;
 
   const failed = (span: { setStatus(s: { code: number; message?: string }): unknown }) => {
     return (err: unknown) => {
