@@ -1,6 +1,6 @@
 /**
  * What a quiet counter costs the memory store (docs/operations.md, "Capacity planning"; the
- * layout in src/stores/memory/memory-store.ts): its key, a map entry and a few cells of typed
+ * layout in src/stores/memory/counter-columns.ts): its key, a map entry and a few cells of typed
  * arrays, and no JavaScript object of its own. A counter of any algorithm that holds hits from
  * one moment (a fixed window, a token bucket, a sliding window or log with one sub-bucket or
  * timestamp) is quiet; only busier ones are kept as a whole state object. And what the byte cap
