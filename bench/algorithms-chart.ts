@@ -4,7 +4,7 @@
  * (docs/algorithms.md, "The picture").
  *
  * Usage: `npm run docs:algorithms [-- OUT_SVG]`; default `docs/algorithms.svg`.
- * test/unit/algorithms-chart.test.ts checks {@link simulate} against known admissions, so the
+ * test/unit/algorithms/algorithms-chart.test.ts checks {@link simulate} against known admissions, so the
  * picture cannot silently stop reflecting the code.
  */
 import fs from 'node:fs/promises';

@@ -115,7 +115,7 @@ export function charges(spec: CounterSpec, over: boolean): boolean {
  * folder keeps one script) is asked with every spec's hits set to 0, which checks without
  * charging, and the batch rule above then decides in process on the room each counter reported.
  * The decision and each counter's room are the script's own as long as nothing else charges
- * those counters in between (test/unit/dry-run.test.ts holds them equal to the memory store's
+ * those counters in between (test/unit/stores/dry-run.test.ts holds them equal to the memory store's
  * `check` for every algorithm); `resetMs` is the counter's as the peek read it, before this
  * request's hits (docs/operations-console.md, "Try it").
  */

@@ -3,7 +3,7 @@
  * against the memory store and against the Redis store on a real `redis-server`, driven by one
  * manual clock (the Redis store passes it to its script instead of Redis `TIME`; a separate
  * integration test shows `TIME` is used in production). The exact-number cases are the memory
- * store's (moved from test/unit/memory-store.test.ts, sliding_window); every algorithm in
+ * store's (moved from test/unit/stores/memory/memory-store.test.ts, sliding_window); every algorithm in
  * ALGORITHMS then runs the algorithm-independent cases and a random differential run in which the
  * Redis store must answer exactly as the memory store.
  */

@@ -2,7 +2,7 @@
  * Brute-force models of every counting algorithm (docs/semantics.md §4), written the plain way
  * and independently of src/algorithms: each keeps the full list of admitted charges and
  * recomputes from it (the token bucket replays the classic "tokens and last refill" form in exact
- * integers instead of GCRA). Used by test/unit/algorithms-property.test.ts.
+ * integers instead of GCRA). Used by test/unit/algorithms/algorithms-property.test.ts.
  */
 import type { Algorithm, LimitParams } from '../../src/algorithms/index.js';
 import { mulberry32, type ModelHit } from './sliding-model.js';
