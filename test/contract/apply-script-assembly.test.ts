@@ -35,7 +35,8 @@ interface Spec {
 
 /** The ARGV of one call (see the module header of apply-script.ts). */
 function argv(nowMs: number, dry: boolean, specs: readonly Spec[]): string[] {
-  const args = [String(nowMs), dry ? '1' : '0', String(GRACE_MS)];
+  // One request of every spec.
+  const args = [String(nowMs), dry ? '1' : '0', String(GRACE_MS), '1', String(specs.length)];
   for (const spec of specs) {
     args.push(
       String(spec.algorithm.redisCode),

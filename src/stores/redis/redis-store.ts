@@ -81,8 +81,39 @@ export interface RedisStoreOptions {
 
 /** A group of specs that one script call handles: one client, one slot. */
 interface Group {
+  /** The client's name, plus the slot (or hash tag) on a cluster: what may share a call. */
+  readonly id: string;
   readonly client: ClientState;
   readonly indexes: number[];
+}
+
+/**
+ * Most specs one script call carries: requests queued beyond it wait for the next call (a
+ * request is never split, so one larger than this goes alone). Bounds how long one call holds
+ * Redis (a few µs per spec) and the size of its arguments.
+ */
+const MAX_SPECS_PER_CALL = 512;
+
+/** One request queued for the next script call of its group. */
+interface Waiter {
+  /** Its number of specs. */
+  readonly size: number;
+  resolve(reply: unknown): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The requests of one group waiting for their script call: their keys and ARGV values in
+ * order, sent together at the end of the event-loop turn (apply-script.ts: one call, several
+ * requests, each decided all or nothing in turn).
+ */
+class PendingCall {
+  readonly keys: string[] = [];
+  readonly values: (string | number)[] = [];
+  readonly waiters: Waiter[] = [];
+  specs = 0;
+
+  constructor(readonly group: Group) {}
 }
 
 /** One Redis connection (main or per-second) and what the store knows about it. */
@@ -248,6 +279,15 @@ class RedisStore implements CounterStore {
   private readonly scriptClock: Clock | undefined;
   private readonly grace: string;
   private readonly metrics: StoreMetricsSink | undefined;
+  /** Requests queued for the next script call, by group id, in arrival order. */
+  private readonly pending = new Map<string, PendingCall>();
+  /** A flush of {@link pending} is scheduled (setImmediate). */
+  private flushing = false;
+  private readonly flushAll = (): void => {
+    this.flushing = false;
+    for (const call of this.pending.values()) this.send(call);
+    this.pending.clear();
+  };
 
   constructor(options: RedisStoreOptions) {
     const logger = options.logger;
@@ -408,7 +448,7 @@ class RedisStore implements CounterStore {
     const perSecond = this.perSecond;
     const main = this.main;
     if (perSecond === undefined && !main.cluster) {
-      return [{ client: main, indexes: specs.map((_, i) => i) }];
+      return [{ id: main.name, client: main, indexes: specs.map((_, i) => i) }];
     }
     const byId = new Map<string, Group>();
     const groups: Group[] = [];
@@ -422,7 +462,7 @@ class RedisStore implements CounterStore {
       }
       let group = byId.get(id);
       if (group === undefined) {
-        group = { client, indexes: [] };
+        group = { id, client, indexes: [] };
         byId.set(id, group);
         groups.push(group);
       }
@@ -432,10 +472,14 @@ class RedisStore implements CounterStore {
   }
 
   /**
-   * One script call for `group`; failures become STORE_UNAVAILABLE. `quotaGroups`: pass each
-   * quota counter's group so the script applies the quota rule (only when it sees every spec).
+   * The script's reply for `group`'s specs of one request (`1 + 3 x specs` integers); failures
+   * become STORE_UNAVAILABLE. A dry run is a call of its own; otherwise the request joins the
+   * call its group sends at the end of this event-loop turn, with every other request of the
+   * turn for the same client and slot: one script call, one round trip, for all of them.
+   * `quotaGroups`: pass each quota counter's group so the script applies the quota rule (only
+   * when it sees every spec of the request).
    */
-  private async call(
+  private call(
     group: Group,
     specs: readonly CounterSpec[],
     dry: boolean,
@@ -444,46 +488,118 @@ class RedisStore implements CounterStore {
     const state = group.client;
     if (!state.healthy()) {
       this.metrics?.storeError('unavailable');
-      throw new SluiceError(
-        'STORE_UNAVAILABLE',
-        state.connected ? 'redis is not answering (waiting for a probe)' : 'redis is not connected',
+      return Promise.reject(
+        new SluiceError(
+          'STORE_UNAVAILABLE',
+          state.connected
+            ? 'redis is not answering (waiting for a probe)'
+            : 'redis is not connected',
+        ),
       );
     }
-    const indexes = group.indexes;
-    const n = indexes.length;
+    const size = group.indexes.length;
+    let call = dry ? new PendingCall(group) : this.pending.get(group.id);
+    if (call !== undefined && call.specs > 0 && call.specs + size > MAX_SPECS_PER_CALL) {
+      this.pending.delete(group.id);
+      this.send(call);
+      call = undefined;
+    }
+    if (call === undefined) {
+      call = new PendingCall(group);
+      this.pending.set(group.id, call);
+    }
+    this.push(call, specs, quotaGroups);
+    const reply = new Promise<unknown>((resolve, reject) => {
+      call.waiters.push({ size, resolve, reject });
+    });
+    if (dry) {
+      this.send(call, true);
+    } else if (!this.flushing) {
+      this.flushing = true;
+      setImmediate(this.flushAll);
+    }
+    return reply;
+  }
+
+  /** Add the keys and ARGV values of `call.group`'s specs of one request to `call`. */
+  private push(call: PendingCall, specs: readonly CounterSpec[], quotaGroups: boolean): void {
+    const { keys, values } = call;
+    const indexes = call.group.indexes;
+    for (let k = 0; k < indexes.length; k++) {
+      const spec = specs[indexes[k]!]!;
+      keys.push(redisKeyOf(this.prefix, spec.key));
+      values.push(
+        ALGORITHM_CODES[spec.algorithm],
+        spec.limit,
+        spec.windowMs,
+        spec.burst,
+        spec.hits,
+        quotaGroups && spec.quotaGroup !== undefined
+          ? `${MODE_CODES.quota}${spec.quotaGroup}`
+          : MODE_CODES[spec.mode],
+      );
+    }
+    call.specs += indexes.length;
+  }
+
+  /** Send `call` as one script call and hand each of its requests its part of the reply. */
+  private send(call: PendingCall, dry = false): void {
+    const { keys, values, waiters } = call;
+    const state = call.group.client;
+    const count = waiters.length;
     // Stryker disable next-line ArrayDeclaration,ArithmeticOperator: preallocation only; every index is written below
-    const args: (string | number)[] = new Array<string | number>(1 + n + 3 + n * 6);
-    args[0] = n;
+    const args = new Array<string | number>(1 + keys.length + 4 + count + values.length);
+    args[0] = keys.length;
     let a = 1;
-    for (let k = 0; k < n; k++) args[a++] = redisKeyOf(this.prefix, specs[indexes[k]!]!.key);
+    for (let k = 0; k < keys.length; k++) args[a++] = keys[k]!;
     args[a++] = this.scriptClock === undefined ? '' : Math.floor(this.scriptClock());
     args[a++] = dry ? '1' : '0';
     args[a++] = this.grace;
-    for (let k = 0; k < n; k++) {
-      const spec = specs[indexes[k]!]!;
-      args[a++] = ALGORITHM_CODES[spec.algorithm];
-      args[a++] = spec.limit;
-      args[a++] = spec.windowMs;
-      args[a++] = spec.burst;
-      args[a++] = spec.hits;
-      args[a++] =
-        quotaGroups && spec.quotaGroup !== undefined
-          ? `${MODE_CODES.quota}${spec.quotaGroup}`
-          : MODE_CODES[spec.mode];
-    }
+    args[a++] = count;
+    for (let w = 0; w < count; w++) args[a++] = waiters[w]!.size;
+    for (let v = 0; v < values.length; v++) args[a++] = values[v]!;
+    let pending: Promise<unknown>;
     try {
-      const pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
-      return await (state.boundsCalls ? pending : withTimeout(pending, state.timeoutMs));
+      pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
     } catch (error) {
-      if (isTimeout(error)) {
-        this.metrics?.storeError('timeout');
-        state.stall();
-      } else {
-        this.metrics?.storeError('error');
-      }
-      throw new SluiceError('STORE_UNAVAILABLE', `redis: ${(error as Error).message}`, {
-        cause: error,
-      });
+      this.fail(call, error);
+      return;
+    }
+    (state.boundsCalls ? pending : withTimeout(pending, state.timeoutMs)).then(
+      (reply) => {
+        if (count === 1) {
+          waiters[0]!.resolve(reply);
+          return;
+        }
+        // A reply of the wrong length is handed on whole: decode() refuses it for each.
+        if (!Array.isArray(reply) || reply.length !== count + 3 * call.specs) {
+          for (const waiter of waiters) waiter.resolve(reply);
+          return;
+        }
+        let at = 0;
+        for (const waiter of waiters) {
+          const end = at + 1 + 3 * waiter.size;
+          waiter.resolve(reply.slice(at, end));
+          at = end;
+        }
+      },
+      (error: unknown) => this.fail(call, error),
+    );
+  }
+
+  /** Fail every request of `call` with STORE_UNAVAILABLE (a timeout stalls its client). */
+  private fail(call: PendingCall, error: unknown): void {
+    const state = call.group.client;
+    const timedOut = isTimeout(error);
+    // Counted per request, as each failed call was before calls carried several; the first
+    // timeout stalls the client, as it did when each request was a call of its own.
+    for (let w = 0; w < call.waiters.length; w++) {
+      this.metrics?.storeError(timedOut ? 'timeout' : 'error');
+      if (timedOut) state.stall();
+    }
+    const message = `redis: ${error instanceof Error ? error.message : String(error)}`;
+    for (const waiter of call.waiters) {
+      waiter.reject(new SluiceError('STORE_UNAVAILABLE', message, { cause: error }));
     }
   }
 }
