@@ -92,14 +92,18 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     const { store } = await make(clock.now);
     const memory = createMemoryStore({ clock: clock.now });
     open.push(memory);
+    // xorshift32: every bit of it is random enough to pick sizes (an LCG's low bits are not).
     let seed = 20_261_127;
     const next = (n: number): number => {
-      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-      return seed % n;
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) % n;
     };
     // 40 turns of 1 to 12 concurrent requests of 1 to 4 specs on 3 keys per algorithm, with
     // limits of 4, so keys fill up, reject and free again as time moves 0 to 12 s per turn.
     let requests = 0;
+    const sizes: number[] = [];
     const before = await scriptCalls();
     for (let turn = 0; turn < 40; turn++) {
       const batches: CounterSpec[][] = [];
@@ -119,6 +123,7 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
           );
         }
         batches.push(specs);
+        sizes.push(specs.length);
       }
       requests += batches.length;
       const got = await Promise.all(batches.map((specs) => store.apply(specs)));
@@ -131,6 +136,7 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     // One script call per turn, however many requests it carried.
     expect(await scriptCalls()).toBe(before + 40);
     expect(requests).toBeGreaterThan(150);
+    expect(new Set(sizes)).toEqual(new Set([1, 2, 3, 4]));
   });
 
   it('admits exactly the limit of many concurrent requests on one key, in one call', async () => {

@@ -113,7 +113,8 @@ class PendingCall {
   readonly waiters: Waiter[] = [];
   specs = 0;
 
-  constructor(readonly group: Group) {}
+  /** `client`: the connection the call goes to (every group of the call is on it, one slot). */
+  constructor(readonly client: ClientState) {}
 }
 
 /** One Redis connection (main or per-second) and what the store knows about it. */
@@ -498,17 +499,17 @@ class RedisStore implements CounterStore {
       );
     }
     const size = group.indexes.length;
-    let call = dry ? new PendingCall(group) : this.pending.get(group.id);
+    let call = dry ? new PendingCall(state) : this.pending.get(group.id);
     if (call !== undefined && call.specs > 0 && call.specs + size > MAX_SPECS_PER_CALL) {
       this.pending.delete(group.id);
       this.send(call);
       call = undefined;
     }
     if (call === undefined) {
-      call = new PendingCall(group);
+      call = new PendingCall(state);
       this.pending.set(group.id, call);
     }
-    this.push(call, specs, quotaGroups);
+    this.push(call, group, specs, quotaGroups);
     const reply = new Promise<unknown>((resolve, reject) => {
       call.waiters.push({ size, resolve, reject });
     });
@@ -521,10 +522,15 @@ class RedisStore implements CounterStore {
     return reply;
   }
 
-  /** Add the keys and ARGV values of `call.group`'s specs of one request to `call`. */
-  private push(call: PendingCall, specs: readonly CounterSpec[], quotaGroups: boolean): void {
+  /** Add the keys and ARGV values of `group`'s specs of one request to `call`. */
+  private push(
+    call: PendingCall,
+    group: Group,
+    specs: readonly CounterSpec[],
+    quotaGroups: boolean,
+  ): void {
     const { keys, values } = call;
-    const indexes = call.group.indexes;
+    const indexes = group.indexes;
     for (let k = 0; k < indexes.length; k++) {
       const spec = specs[indexes[k]!]!;
       keys.push(redisKeyOf(this.prefix, spec.key));
@@ -545,7 +551,7 @@ class RedisStore implements CounterStore {
   /** Send `call` as one script call and hand each of its requests its part of the reply. */
   private send(call: PendingCall, dry = false): void {
     const { keys, values, waiters } = call;
-    const state = call.group.client;
+    const state = call.client;
     const count = waiters.length;
     // Stryker disable next-line ArrayDeclaration,ArithmeticOperator: preallocation only; every index is written below
     const args = new Array<string | number>(1 + keys.length + 4 + count + values.length);
@@ -589,7 +595,7 @@ class RedisStore implements CounterStore {
 
   /** Fail every request of `call` with STORE_UNAVAILABLE (a timeout stalls its client). */
   private fail(call: PendingCall, error: unknown): void {
-    const state = call.group.client;
+    const state = call.client;
     const timedOut = isTimeout(error);
     // Counted per request, as each failed call was before calls carried several; the first
     // timeout stalls the client, as it did when each request was a call of its own.
