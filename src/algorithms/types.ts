@@ -156,7 +156,7 @@ export interface LuaFragments {
   readonly state?: string;
   /** Locals set up after the shared ones, before any spec is looked at. */
   readonly setup?: string;
-  /** A first look at each spec of this algorithm, before any key is read (`o`, `a`, `i`). */
+  /** A first look at each spec of this algorithm, before any key is read (`i`, `key`, `hits`). */
   readonly scan?: string;
   /**
    * Pass 1, first spec of a key in the call (a call may carry several requests): load `st` from

@@ -10,9 +10,9 @@
  * or nothing exactly as if it were a call of its own, on the states the earlier ones left; each
  * key is read from Redis once per call and, where the algorithm can, written once at its end.
  *
- * KEYS: one Redis key per spec, request after request, in spec order (a key may repeat: specs of
- * one request sharing a key are checked cumulatively, in order). All keys of one call must hash
- * to one slot on a cluster.
+ * KEYS: one Redis key per counter of the call. Requests of one turn mostly share their keys, so a
+ * key is sent once for all of them (twice only when two of its specs differ in limit or mode). All
+ * keys of one call must hash to one slot on a cluster.
  *
  * ARGV:
  * - `ARGV[1]`: the time in epoch ms, or `''` to read it from Redis `TIME` (the default: replica
@@ -20,11 +20,13 @@
  *   decided at this time;
  * - `ARGV[2]`: `'1'` for a dry run (decide and report, never charge), else `'0'`;
  * - `ARGV[3]`: extra TTL in ms added past the moment a counter holds nothing;
- * - `ARGV[4]`: the number of requests R, then R values: each request's number of specs;
- * - then 6 values per spec, in KEYS order: algorithm ({@link ALGORITHM_CODES}), limit, window ms,
- *   burst, hits, mode (`e` enforced, `s` shadow, `q` quota; `q` followed by a number is a quota
- *   counter of that quota group: the request is rejected when every group has a counter without
- *   room, `quotaRejects` in stores/batch.ts).
+ * - then {@link ARGS_PER_COUNTER} values per counter, in KEYS order: algorithm
+ *   ({@link ALGORITHM_CODES}), limit, window ms, burst, mode (`e` enforced, `s` shadow, `q`
+ *   quota; `q` followed by a number is a quota counter of that quota group: the request is
+ *   rejected when every group has a counter without room, `quotaRejects` in stores/batch.ts);
+ * - then the number of requests R and, per request, its number of specs m and m pairs: the
+ *   spec's counter (1-based index into KEYS) and its hits. Specs of one request on one key are
+ *   checked cumulatively, in order.
  *
  * Reply: a flat array of integers, per request: `admitted` (1 or 0), then per spec of it
  * `overLimit` (1 or 0), `remaining`, `resetMs`.
@@ -69,16 +71,11 @@ export const ALGORITHM_CODES: Readonly<Record<Algorithm, number>> = Object.freez
 /** Mode letter of each counter mode in ARGV. */
 export const MODE_CODES = { enforced: 'e', shadow: 's', quota: 'q' } as const;
 
-/** Values per spec in ARGV after the header and the request sizes. */
-const ARGS_PER_SPEC = 6;
+/** ARGV values per counter (per key): algorithm, limit, window ms, burst, mode. */
+export const ARGS_PER_COUNTER = 5;
 
-/** ARGV values before the request sizes: time, dry run, grace, request count. */
-const HEADER_ARGS = 4;
-
-/** `text` with `extra` put before each of its non-empty lines (Lua ignores the indent). */
-function indent(text: string, extra: string): string {
-  return text.replace(/^(?=.)/gm, extra);
-}
+/** ARGV values before the counters: time, dry run, grace. */
+export const HEADER_ARGS = 3;
 
 /** The Lua constant holding an algorithm's code: its tag, upper-cased (`sw` -> `SW`). */
 function codeName(algorithm: AlgorithmDescriptor): string {
@@ -152,12 +149,13 @@ function stateFields(algorithms: readonly AlgorithmDescriptor[]): string {
  * parts run once, after the last request. Numbers go to `redis.call` as Lua numbers: Redis
  * writes them with `%.17g`, exact for the integers (below 2^53) used here.
  *
- * Locals the algorithms' parts may use: `now`, `dry`, `grace`, `floor`, `ceil`, `fmod`, `n`,
- * `states` (key -> state, kept for the whole call: a part must keep `st` and Redis in step, or
- * settle the difference in `finish`); per spec `i`, `o` (its ARGV offset), `a` (its code); in
- * pass 1 also `limit`, `w`, `hits`, `key`, `st` (the key's state: `key`, `w`, `t` hits counted,
- * `cum`, `r` the request that last checked it, and the algorithm's own fields) and `cum`; in pass 2 `hits`, `st`, `w`, `key`; in pass 3 `limit`,
- * `w`, `st`, `hits` (cumulative), `over`, `rem`, `reset`.
+ * Locals the algorithms' parts may use: `now`, `dry`, `grace`, `floor`, `ceil`, `fmod`, `n` (specs
+ * in the call), `states` (key -> state, kept for the whole call: a part must keep `st` and Redis
+ * in step, or settle the difference in `finish`); per spec `i`, `a` (its algorithm code), `key`,
+ * `hits`; in pass 1 also `limit`, `w`, `burst`, `st` (the key's state: `key`, `w`, `t` hits
+ * counted, `cum`, `r` the request that last checked it, and the algorithm's own fields) and
+ * `cum`; in pass 2 `limit`, `w`, `burst`, `st`; in pass 3 `limit`, `w`, `burst`, `st`, `hits`
+ * (cumulative), `over`, `rem`, `reset`.
  */
 export function assembleApplyScript(algorithms: readonly AlgorithmDescriptor[]): string {
   // The algorithms whose code some branch compares: they get their constant.
@@ -168,10 +166,12 @@ export function assembleApplyScript(algorithms: readonly AlgorithmDescriptor[]):
     fallback?: string,
   ): string => branches(algorithms, pick, indent, compared, fallback);
   const scan = part((lua) => lua.scan, '  ');
-  const load = part((lua) => lua.load, '    ');
-  const room = part((lua) => lua.room, '  ', '    room = st.t + cum <= limit\n');
-  const charge = part((lua) => lua.charge, '      ');
-  const result = part((lua) => lua.result, '  ');
+  // The branch keywords at their depth in the request loop; the parts as they are written (a
+  // part's own indent is that of the one-request script it was written for; Lua ignores it).
+  const load = part((lua) => lua.load, '      ');
+  const room = part((lua) => lua.room, '    ', '      room = st.t + cum <= limit\n');
+  const charge = part((lua) => lua.charge, '        ');
+  const result = part((lua) => lua.result, '    ');
   const named = algorithms.filter((algorithm) => compared.has(algorithm));
   const names = named.map(codeName).join(', ');
   const codes = named.map((algorithm) => algorithm.redisCode).join(', ');
@@ -187,19 +187,43 @@ else
 end
 local dry = ARGV[2] == '1'
 local grace = tonumber(ARGV[3])
-local R = tonumber(ARGV[4])
--- ARGV offset of the values of spec 1 (the request sizes come first).
-local base = ${HEADER_ARGS} + R
 ${named.length === 0 ? '' : `local ${names} = ${codes}\n`}${each(algorithms, (lua) => lua.constants)}
-local n = #KEYS
+-- The counters, one per key: algorithm, limit, window, burst; whether lacking room rejects
+-- (enforced), whether it is a quota counter, and its quota group (nil: none).
+local C = #KEYS
+local CA, CL, CW, CB, CE, CQ, CG = {}, {}, {}, {}, {}, {}, {}
+for c = 1, C do
+  local o = ${HEADER_ARGS} + (c - 1) * ${ARGS_PER_COUNTER}
+  CA[c], CL[c], CW[c], CB[c] =
+    tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local mode = ARGV[o + 5]
+  CE[c] = mode == '${MODE_CODES.enforced}'
+  CQ[c] = string.sub(mode, 1, 1) == '${MODE_CODES.quota}'
+  if #mode > 1 then CG[c] = string.sub(mode, 2) end
+end
+-- The requests: each its number of specs, then per spec its counter and hits.
+local p = ${HEADER_ARGS} + C * ${ARGS_PER_COUNTER} + 1
+local R = tonumber(ARGV[p])
+local SC, SH, LAST = {}, {}, {}
+local n = 0
+for r = 1, R do
+  p = p + 1
+  local m = tonumber(ARGV[p])
+  for _ = 1, m do
+    n = n + 1
+    SC[n], SH[n] = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
+    p = p + 2
+  end
+  LAST[r] = n
+end
 local ST, CUM, OVER = {}, {}, {}
 local states = {}
 ${each(algorithms, (lua) => lua.setup)}${
     scan === ''
       ? ''
       : `for i = 1, n do
-  local o = base + (i - 1) * ${ARGS_PER_SPEC}
-  local a = tonumber(ARGV[o + 1])
+  local c = SC[i]
+  local a, key, hits = CA[c], KEYS[c], SH[i]
 ${scan}end
 `
   }local reply = {}
@@ -208,7 +232,7 @@ local at = 0
 local last = 0
 for r = 1, R do
   local first = last + 1
-  last = last + tonumber(ARGV[${HEADER_ARGS} + r])
+  last = LAST[r]
   local admitted = true
   -- Quota groups seen (group -> some counter of it lacks room); nil when there are none.
   local groups = nil
@@ -216,16 +240,15 @@ for r = 1, R do
   -- Pass 1: load and refresh each key once per call, then check each spec against the
   -- cumulative hits of its key so far in this request.
   for i = first, last do
-    local o = base + (i - 1) * ${ARGS_PER_SPEC}
-    local a = tonumber(ARGV[o + 1])
-    local limit, w = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-    local hits = tonumber(ARGV[o + 5])
-    local key = KEYS[i]
+    local c = SC[i]
+    local a, limit, w, burst = CA[c], CL[c], CW[c], CB[c]
+    local hits = SH[i]
+    local key = KEYS[c]
     local st = states[key]
     if st == nil then
       st = { key = key, w = w, t = 0, cum = hits, r = r${stateFields(algorithms)} }
       states[key] = st
-${indent(load, '  ')}    elseif st.r ~= r then
+${load}    elseif st.r ~= r then
       st.r = r
       st.cum = hits
     else
@@ -235,11 +258,10 @@ ${indent(load, '  ')}    elseif st.r ~= r then
     local cum = st.cum
     CUM[i] = cum
     local room
-${indent(room, '  ')}    OVER[i] = not room
-    local mode = ARGV[o + 6]
-    if not room and mode == '${MODE_CODES.enforced}' then admitted = false end
-    if #mode > 1 then
-      local g = string.sub(mode, 2)
+${room}    OVER[i] = not room
+    if not room and CE[c] then admitted = false end
+    local g = CG[c]
+    if g then
       groups = groups or {}
       if not room then
         groups[g] = true
@@ -257,12 +279,12 @@ ${indent(room, '  ')}    OVER[i] = not room
   -- Pass 2: charge every spec of an admitted request (quota specs only when they had room).
   if admitted and not dry then
     for i = first, last do
-      local o = base + (i - 1) * ${ARGS_PER_SPEC}
-      local hits = tonumber(ARGV[o + 5])
-      if hits > 0 and not (OVER[i] and string.sub(ARGV[o + 6], 1, 1) == '${MODE_CODES.quota}') then
-        local a, st, w = tonumber(ARGV[o + 1]), ST[i], tonumber(ARGV[o + 3])
+      local c = SC[i]
+      local hits = SH[i]
+      if hits > 0 and not (OVER[i] and CQ[c]) then
+        local a, limit, w, burst, st = CA[c], CL[c], CW[c], CB[c], ST[i]
         local key = st.key
-${indent(charge, '  ')}      end
+${charge}      end
     end
   end
 
@@ -270,11 +292,11 @@ ${indent(charge, '  ')}      end
   at = at + 1
   reply[at] = admitted and 1 or 0
   for i = first, last do
-    local o = base + (i - 1) * ${ARGS_PER_SPEC}
-    local a, limit, w = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+    local c = SC[i]
+    local a, limit, w, burst = CA[c], CL[c], CW[c], CB[c]
     local st, hits, over = ST[i], CUM[i], OVER[i]
     local rem, reset = 0, 0
-${indent(result, '  ')}    reply[at + 1] = over and 1 or 0
+${result}    reply[at + 1] = over and 1 or 0
     reply[at + 2] = rem
     reply[at + 3] = reset
     at = at + 3

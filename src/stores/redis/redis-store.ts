@@ -22,7 +22,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { StoreMetricsSink } from '../../metrics/metrics.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
 import { admits, cumulativeHits } from '../batch.js';
-import { ALGORITHM_CODES, APPLY_SCRIPT, MODE_CODES } from './apply-script.js';
+import { ALGORITHM_CODES, APPLY_SCRIPT, ARGS_PER_COUNTER, MODE_CODES } from './apply-script.js';
 import { hashTagOf, redisKeyOf, slotOfTag } from './keys.js';
 import { LocalOverLimitCache } from './local-cache.js';
 
@@ -103,18 +103,56 @@ interface Waiter {
 }
 
 /**
- * The requests of one group waiting for their script call: their keys and ARGV values in
- * order, sent together at the end of the event-loop turn (apply-script.ts: one call, several
- * requests, each decided all or nothing in turn).
+ * The requests of one group waiting for their script call, sent together at the end of the
+ * event-loop turn (apply-script.ts: one call, several requests, each decided all or nothing in
+ * turn), in the script's ARGV form: each counter once (its key, algorithm, limit, window, burst
+ * and mode), then each request as its size and a (counter, hits) pair per spec. Requests on the
+ * same keys, the common case under load, so send each key once.
  */
 class PendingCall {
+  /** KEYS: each counter's Redis key. */
   readonly keys: string[] = [];
-  readonly values: (string | number)[] = [];
+  /** {@link ARGS_PER_COUNTER} values per counter. */
+  readonly counters: (string | number)[] = [];
+  /** The latest counter (1-based, as the script counts) of each key. */
+  readonly counterOf = new Map<string, number>();
+  /** Per request: its number of specs, then per spec its counter and hits. */
+  readonly requests: number[] = [];
   readonly waiters: Waiter[] = [];
+  /** Specs of every request so far. */
   specs = 0;
 
   /** `client`: the connection the call goes to (every group of the call is on it, one slot). */
   constructor(readonly client: ClientState) {}
+
+  /** The counter for `key` with these values, added when the call has none yet. */
+  counter(
+    key: string,
+    code: number,
+    limit: number,
+    windowMs: number,
+    burst: number,
+    mode: string,
+  ): number {
+    const { counters } = this;
+    let c = this.counterOf.get(key);
+    if (c !== undefined) {
+      const at = (c - 1) * ARGS_PER_COUNTER;
+      if (
+        counters[at] === code &&
+        counters[at + 1] === limit &&
+        counters[at + 2] === windowMs &&
+        counters[at + 3] === burst &&
+        counters[at + 4] === mode
+      ) {
+        return c;
+      }
+    }
+    counters.push(code, limit, windowMs, burst, mode);
+    c = this.keys.push(key);
+    this.counterOf.set(key, c);
+    return c;
+  }
 }
 
 /** One Redis connection (main or per-second) and what the store knows about it. */
@@ -529,41 +567,44 @@ class RedisStore implements CounterStore {
     specs: readonly CounterSpec[],
     quotaGroups: boolean,
   ): void {
-    const { keys, values } = call;
+    const { requests } = call;
     const indexes = group.indexes;
+    requests.push(indexes.length);
     for (let k = 0; k < indexes.length; k++) {
       const spec = specs[indexes[k]!]!;
-      keys.push(redisKeyOf(this.prefix, spec.key));
-      values.push(
+      const c = call.counter(
+        redisKeyOf(this.prefix, spec.key),
         ALGORITHM_CODES[spec.algorithm],
         spec.limit,
         spec.windowMs,
         spec.burst,
-        spec.hits,
         quotaGroups && spec.quotaGroup !== undefined
           ? `${MODE_CODES.quota}${spec.quotaGroup}`
           : MODE_CODES[spec.mode],
       );
+      requests.push(c, spec.hits);
     }
     call.specs += indexes.length;
   }
 
   /** Send `call` as one script call and hand each of its requests its part of the reply. */
   private send(call: PendingCall, dry = false): void {
-    const { keys, values, waiters } = call;
+    const { keys, counters, requests, waiters } = call;
     const state = call.client;
     const count = waiters.length;
     // Stryker disable next-line ArrayDeclaration,ArithmeticOperator: preallocation only; every index is written below
-    const args = new Array<string | number>(1 + keys.length + 4 + count + values.length);
+    const args = new Array<string | number>(
+      1 + keys.length + 3 + counters.length + 1 + requests.length,
+    );
     args[0] = keys.length;
     let a = 1;
     for (let k = 0; k < keys.length; k++) args[a++] = keys[k]!;
     args[a++] = this.scriptClock === undefined ? '' : Math.floor(this.scriptClock());
     args[a++] = dry ? '1' : '0';
     args[a++] = this.grace;
+    for (let v = 0; v < counters.length; v++) args[a++] = counters[v]!;
     args[a++] = count;
-    for (let w = 0; w < count; w++) args[a++] = waiters[w]!.size;
-    for (let v = 0; v < values.length; v++) args[a++] = values[v]!;
+    for (let v = 0; v < requests.length; v++) args[a++] = requests[v]!;
     let pending: Promise<unknown>;
     try {
       pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
