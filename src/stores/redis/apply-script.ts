@@ -75,7 +75,7 @@ export const MODE_CODES = { enforced: 'e', shadow: 's', quota: 'q' } as const;
 export const ARGS_PER_COUNTER = 5;
 
 /** ARGV values before the counters: time, dry run, grace. */
-export const HEADER_ARGS = 3;
+const HEADER_ARGS = 3;
 
 /** The Lua constant holding an algorithm's code: its tag, upper-cased (`sw` -> `SW`). */
 function codeName(algorithm: AlgorithmDescriptor): string {
