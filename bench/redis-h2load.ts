@@ -294,6 +294,63 @@ export function formatRedis(result: RedisResult | string): string {
       ],
       capacity,
     ),
+    ...judgeRedis(result.cases),
     ...(result.referenceSkipped === undefined ? [] : [`reference: ${result.referenceSkipped}`]),
   ].join('\n');
+}
+
+/**
+ * Issue 30's exact-mode targets, judged on the rows that have the reference beside them: Redis
+ * CPU per call <= 1.0 x and total CPU per call <= 0.7 x on every row, calls/s >= 1.5 x on the
+ * rows of 1 and 4 descriptors. Each line names the worst row.
+ */
+function judgeRedis(cases: readonly RedisCase[]): string[] {
+  const paired = cases.filter((c) => c.reference !== undefined);
+  if (paired.length === 0) return [];
+  const judge = (
+    what: string,
+    rows: readonly RedisCase[],
+    value: (s: RedisFigures, r: RedisFigures) => number,
+    ok: (x: number) => boolean,
+    worstOf: (a: number, b: number) => boolean,
+  ): string => {
+    let worst: RedisCase | undefined;
+    let worstValue = NaN;
+    for (const c of rows) {
+      const x = value(c.sluice, c.reference!);
+      if (worst === undefined || worstOf(x, worstValue)) {
+        worst = c;
+        worstValue = x;
+      }
+    }
+    if (worst === undefined) return `  [n/a] ${what}`;
+    const met = rows.every((c) => ok(value(c.sluice, c.reference!)));
+    return `  [${met ? 'met' : 'missed'}] ${what}: worst ${worstValue.toFixed(2)} x (${worst.label})`;
+  };
+  const fewDescriptors = paired.filter((c) => /\b[14] descriptors?,/.test(c.label));
+  return [
+    '',
+    'targets (issue 30, exact mode):',
+    judge(
+      'Redis CPU per call <= 1.0 x the reference, every row',
+      paired,
+      (s, r) => s.redisUs / r.redisUs,
+      (x) => x <= 1.0,
+      (a, b) => a > b,
+    ),
+    judge(
+      'calls/s >= 1.5 x the reference, 1 and 4 descriptors',
+      fewDescriptors,
+      (s, r) => s.callsPerSec / r.callsPerSec,
+      (x) => x >= 1.5,
+      (a, b) => a < b,
+    ),
+    judge(
+      'total CPU per call (process + Redis) <= 0.7 x the reference, every row',
+      paired,
+      (s, r) => (s.processUs + s.redisUs) / (r.processUs + r.redisUs),
+      (x) => x <= 0.7,
+      (a, b) => a > b,
+    ),
+  ];
 }
