@@ -184,6 +184,41 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     expect(small.admitted).toBe(false);
   });
 
+  it('with a per-second client, each client gets one call per turn', async () => {
+    const clock = createManualClock(T0);
+    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const perSecondClient = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const store = createRedisStore({
+      client,
+      perSecondClient,
+      keyPrefix: `co-${randomUUID()}:`,
+      timeoutMs: 5_000,
+      clock: clock.now,
+      scriptClock: clock.now,
+      ttlGraceMs: 3_600_000,
+    });
+    open.push(store);
+    await Promise.all([client.ping(), perSecondClient.ping()]);
+    const before = await scriptCalls();
+    // 6 requests, each a one-second limit of 4 (per-second client) and a minute limit of 10.
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        store.apply([spec('sw|1000|s', 1, 4, { windowMs: 1_000 }), spec('sw|60000|m', 1, 10)]),
+      ),
+    );
+    expect(await scriptCalls()).toBe(before + 2);
+    // Across clients a request is not all or nothing (README): the minute counter charges all 6.
+    expect(answers.map((answer) => answer.admitted)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      false,
+      false,
+    ]);
+    expect(answers.map((answer) => answer.results[1]!.remaining)).toEqual([9, 8, 7, 6, 5, 4]);
+  });
+
   it('a call that fails fails each of its requests with STORE_UNAVAILABLE', async () => {
     const clock = createManualClock(T0);
     const { store, client } = await make(clock.now);
