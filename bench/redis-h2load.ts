@@ -2,7 +2,8 @@
  * The Redis rows (issue 18): sluice on Redis against envoyproxy/ratelimit on Redis, each with a
  * redis-server of its own, driven by h2load with the same request bytes: 1 and 4 descriptors,
  * shapes 4x32 and 16x64, sluice's default algorithm (sliding_window) and fixed_window (the
- * reference counts fixed windows whatever the rule, so one reference serves both). Per server and
+ * reference counts fixed windows whatever the rule, so one reference serves both), and 8
+ * descriptors (the four, plus four more keys). Per server and
  * case: calls/s at saturation and CPU per call split into the server's processes (all sluice
  * workers) and its Redis, from /proc. Then a Redis Cluster row: 3 masters on loopback, shared in
  * turn by sluice and the reference; the CPU per call of the busiest node next to each.
@@ -26,7 +27,7 @@ import {
   startSluice,
   type BenchServer,
 } from './servers.js';
-import { fourRequest, ipRequest, toWire } from './workloads.js';
+import { eightRequest, fourRequest, ipRequest, toWire } from './workloads.js';
 
 /** Bounds of the Redis rows. */
 export interface RedisBounds {
@@ -69,7 +70,7 @@ export const REDIS_BOUNDS: RedisBounds = {
     { connections: 4, streams: 32 },
     { connections: 16, streams: 64 },
   ],
-  descriptors: [1, 4],
+  descriptors: [1, 4, 8],
   algorithms: ['sliding_window', 'fixed_window'],
   warmupS: 2,
   durationS: Number(process.env.SLUICE_BENCH_REDIS_S ?? 4),
@@ -85,7 +86,8 @@ interface Measured {
 
 async function frameFor(sluice: Sluice, dir: string, descriptors: number): Promise<string> {
   const method = sluice.proto.rlsServiceDefinition(sluice.proto.loadRlsPackage()).ShouldRateLimit!;
-  const request = descriptors === 1 ? ipRequest(0) : fourRequest(0);
+  const request =
+    descriptors === 1 ? ipRequest(0) : descriptors === 4 ? fourRequest(0) : eightRequest(0);
   const message = method.requestSerialize(toWire(request));
   const frame = Buffer.alloc(5 + message.length);
   frame.writeUInt32BE(message.length, 1);
@@ -258,6 +260,18 @@ export function formatRedis(result: RedisResult | string): string {
       r ? ratio(s.processUs + s.redisUs, r.processUs + r.redisUs) : 'n/a',
     ];
   });
+  // What one Redis core serves for the whole fleet: one second of Redis CPU over its CPU per
+  // call (a fleet of any size hits this ceiling first when Redis is the shared part).
+  const capacity = result.cases.map((c) => {
+    const mine = 1e6 / c.sluice.redisUs;
+    const theirs = c.reference === undefined ? undefined : 1e6 / c.reference.redisUs;
+    return [
+      c.label,
+      `${si(mine)}/s`,
+      theirs === undefined ? 'n/a' : `${si(theirs)}/s`,
+      theirs === undefined ? 'n/a' : ratio(mine, theirs),
+    ];
+  });
   return [
     grid(
       [
@@ -270,6 +284,73 @@ export function formatRedis(result: RedisResult | string): string {
       ],
       rows,
     ),
+    '',
+    grid(
+      [
+        'capacity: calls/s one Redis core serves the fleet (1 s / Redis CPU per call)',
+        'sluice (exact)',
+        'reference',
+        'sluice/reference',
+      ],
+      capacity,
+    ),
+    ...judgeRedis(result.cases),
     ...(result.referenceSkipped === undefined ? [] : [`reference: ${result.referenceSkipped}`]),
   ].join('\n');
+}
+
+/**
+ * Issue 30's exact-mode targets, judged on the rows that have the reference beside them: Redis
+ * CPU per call <= 1.0 x and total CPU per call <= 0.7 x on every row, calls/s >= 1.5 x on the
+ * rows of 1 and 4 descriptors. Each line names the worst row.
+ */
+function judgeRedis(cases: readonly RedisCase[]): string[] {
+  const paired = cases.filter((c) => c.reference !== undefined);
+  if (paired.length === 0) return [];
+  const judge = (
+    what: string,
+    rows: readonly RedisCase[],
+    value: (s: RedisFigures, r: RedisFigures) => number,
+    ok: (x: number) => boolean,
+    worstOf: (a: number, b: number) => boolean,
+  ): string => {
+    let worst: RedisCase | undefined;
+    let worstValue = NaN;
+    for (const c of rows) {
+      const x = value(c.sluice, c.reference!);
+      if (worst === undefined || worstOf(x, worstValue)) {
+        worst = c;
+        worstValue = x;
+      }
+    }
+    if (worst === undefined) return `  [n/a] ${what}`;
+    const met = rows.every((c) => ok(value(c.sluice, c.reference!)));
+    return `  [${met ? 'met' : 'missed'}] ${what}: worst ${worstValue.toFixed(2)} x (${worst.label})`;
+  };
+  const fewDescriptors = paired.filter((c) => /\b[14] descriptors?,/.test(c.label));
+  return [
+    '',
+    'targets (issue 30, exact mode):',
+    judge(
+      'Redis CPU per call <= 1.0 x the reference, every row',
+      paired,
+      (s, r) => s.redisUs / r.redisUs,
+      (x) => x <= 1.0,
+      (a, b) => a > b,
+    ),
+    judge(
+      'calls/s >= 1.5 x the reference, 1 and 4 descriptors',
+      fewDescriptors,
+      (s, r) => s.callsPerSec / r.callsPerSec,
+      (x) => x >= 1.5,
+      (a, b) => a < b,
+    ),
+    judge(
+      'total CPU per call (process + Redis) <= 0.7 x the reference, every row',
+      paired,
+      (s, r) => (s.processUs + s.redisUs) / (r.processUs + r.redisUs),
+      (x) => x <= 0.7,
+      (a, b) => a > b,
+    ),
+  ];
 }

@@ -32,6 +32,14 @@ descriptors:
     descriptors:
       - key: remote_address
         rate_limit: { unit: hour, requests_per_unit: ${HUGE} }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: ${HUGE} }
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: ${HUGE} }
+  - key: route
+    rate_limit: { unit: second, requests_per_unit: ${HUGE} }
+  - key: method
+    rate_limit: { unit: minute, requests_per_unit: ${HUGE} }
 `;
 
 /** Write {@link RULES_YAML} into a fresh temp directory; returns the directory. */
@@ -87,6 +95,21 @@ export function fourRequest(i: number): RateLimitRequest {
       ['remote_address', ip],
     ]),
     descriptor([['api_key', `key-${i}`]]),
+  ]);
+}
+
+/**
+ * Eight descriptors: {@link fourRequest}'s four plus a user, a tenant, a route and a method, as a
+ * gateway that limits on every attribute it knows sends; all eight matched and counted.
+ */
+export function eightRequest(i: number): RateLimitRequest {
+  const four = fourRequest(i);
+  return request([
+    ...four.descriptors,
+    descriptor([['user', `user-${i}`]]),
+    descriptor([['tenant', `tenant-${i % 16}`]]),
+    descriptor([['route', '/api/orders']]),
+    descriptor([['method', 'POST']]),
   ]);
 }
 

@@ -106,8 +106,7 @@ export const fixedWindowAlgorithm: AlgorithmDescriptor<'fixed_window'> = {
 local fwtot = nil
 `,
     scan: `    fwtot = fwtot or {}
-    local key = KEYS[i]
-    fwtot[key] = (fwtot[key] or 0) + tonumber(ARGV[o + 5])
+    fwtot[key] = (fwtot[key] or 0) + hits
 `,
     load: `      -- One field per counted window, named by its start: its hits. The batch's hits on this
       -- key are added at once (one HINCRBY: the read and, when admitted, the write) and the

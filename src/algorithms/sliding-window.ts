@@ -223,7 +223,9 @@ const slidingWindow: CounterAlgorithm = {
  * `sliding_window`, everything about it (see {@link AlgorithmDescriptor}). Redis layout: a hash,
  * `t` the running total of the stored buckets, `n` the newest bucket's index, `c` its hits, `h`
  * the oldest stored bucket's index, and one field per older non-empty bucket (`index` -> hits).
- * A call reads `t n c h` (HMGET) and writes what changed (one HSET); the older buckets are read
+ * A call reads `t n c h` (HMGET) once per key and writes what changed (one HSET per key at the
+ * end of the call, however many requests it carries; at once when a new bucket starts, so the
+ * older fields in Redis are always current); the older buckets are read
  * only when the oldest one expires (then dropped with HDEL) or when an over-limit wait walks
  * them. The TTL moves only when a new bucket starts.
  */
@@ -246,7 +248,7 @@ local function sw_older(key, h, n)
   return idx, redis.call('HMGET', key, unpack(idx))
 end
 `,
-    state: 'live = false, n = 0, c = 0, h = 0',
+    state: 'live = false, n = 0, c = 0, h = 0, swd = false',
     load: `      -- t: live total; n, c: newest bucket and its hits; h: oldest stored bucket.
       local v = redis.call('HMGET', key, 't', 'n', 'c', 'h')
       st.live = false
@@ -286,10 +288,12 @@ end
         local idx = floor(now / b)
         st.t = st.t + hits
         if st.live and idx <= st.n then
-          -- The newest bucket (also when the clock went back behind it).
+          -- The newest bucket (also when the clock went back behind it): written once per
+          -- call, by finish, however many requests of the call charge it.
           st.c = st.c + hits
-          redis.call('HSET', key, 't', st.t, 'c', st.c)
+          st.swd = true
         else
+          st.swd = false
           if st.live then
             redis.call('HSET', key, st.n, st.c, 't', st.t, 'n', idx, 'c', hits)
           else
@@ -300,6 +304,11 @@ end
           st.n, st.c = idx, hits
           redis.call('PEXPIRE', key, (idx + SPAN) * b - now + grace)
         end
+`,
+    finish: `-- sliding_window: write the totals of the keys whose newest bucket was charged in place.
+for key, st in pairs(states) do
+  if st.swd then redis.call('HSET', key, 't', st.t, 'c', st.c) end
+end
 `,
     result: `    local b = ceil(w / SUB)
     if b < 1 then b = 1 end

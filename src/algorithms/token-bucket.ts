@@ -197,10 +197,10 @@ export const tokenBucketAlgorithm: AlgorithmDescriptor<'token_bucket'> = {
         d = (st.s - now) * limit + st.n
         if d < 0 then d = 0 end
       end
-      room = d + cum * w <= tonumber(ARGV[o + 4]) * w
+      room = d + cum * w <= burst * w
     end
 `,
-    charge: `        local L = tonumber(ARGV[o + 2])
+    charge: `        local L = limit
         if L > 0 then
           local ms, ticks = st.s, st.n
           if st.e == 0 or ms < now or (ms == now and ticks == 0) then
@@ -217,7 +217,7 @@ export const tokenBucketAlgorithm: AlgorithmDescriptor<'token_bucket'> = {
           redis.call('PEXPIRE', key, st.e - now + grace)
         end
 `,
-    result: `    local L, B = limit, tonumber(ARGV[o + 4])
+    result: `    local L, B = limit, burst
     if L <= 0 then
       reset = w
     else

@@ -156,15 +156,21 @@ export interface LuaFragments {
   readonly state?: string;
   /** Locals set up after the shared ones, before any spec is looked at. */
   readonly setup?: string;
-  /** A first look at each spec of this algorithm, before any key is read (`o`, `a`, `i`). */
+  /** A first look at each spec of this algorithm, before any key is read (`i`, `key`, `hits`). */
   readonly scan?: string;
-  /** Pass 1, first spec of a key: load `st` from `key` and forget what has expired. */
+  /**
+   * Pass 1, first spec of a key in the call (a call may carry several requests): load `st` from
+   * `key` and forget what has expired.
+   */
   readonly load: string;
   /** Pass 1: set `room` for the cumulative hits `cum`; absent: `room = st.t + cum <= limit`. */
   readonly room?: string;
   /** Pass 2 (admitted, not dry): charge `hits` (> 0) to `st` and `key`. */
   readonly charge: string;
-  /** After pass 2, whatever was decided: settle what the parts above left pending. */
+  /**
+   * Once, after the last request of the call, whatever was decided: settle what the parts above
+   * left pending (e.g. write a state charged several times once).
+   */
   readonly finish?: string;
   /** Pass 3: set `rem` and `reset` for spec `i` (`over`, cumulative `hits`). */
   readonly result: string;

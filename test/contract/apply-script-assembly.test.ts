@@ -33,7 +33,10 @@ interface Spec {
   readonly mode: string;
 }
 
-/** The ARGV of one call (see the module header of apply-script.ts). */
+/**
+ * The ARGV of one call of one request (see the module header of apply-script.ts): a counter per
+ * spec (a key may repeat), then the request: its size and a (counter, hits) pair per spec.
+ */
 function argv(nowMs: number, dry: boolean, specs: readonly Spec[]): string[] {
   const args = [String(nowMs), dry ? '1' : '0', String(GRACE_MS)];
   for (const spec of specs) {
@@ -42,10 +45,11 @@ function argv(nowMs: number, dry: boolean, specs: readonly Spec[]): string[] {
       String(LIMIT),
       String(WINDOW_MS),
       String(LIMIT + 1),
-      String(spec.hits),
       spec.mode,
     );
   }
+  args.push('1', String(specs.length));
+  specs.forEach((spec, i) => args.push(String(i + 1), String(spec.hits)));
   return args;
 }
 

@@ -4,6 +4,10 @@
  * ones (layout 2, keys `prefix{tag}v2|COUNTER_KEY`) share one Redis. Each must go on counting its
  * own counters exactly, with no error and no write into the other's keys: a mixed fleet counts
  * apart until the old replicas are gone (at most one window later, every old key has expired).
+ *
+ * Calls that carry several requests (issue 30) kept layout 2: the previous release's script
+ * (test/fixtures/apply-script-v2-per-request.ts, one request per call) and the current store
+ * share each counter and count it together exactly, so that deploy needs no key change.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -11,9 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALGORITHMS, type Algorithm } from '../../src/algorithms/index.js';
 import { createManualClock } from '../../src/clock.js';
 import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import { ALGORITHM_CODES } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf, redisKeyOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { APPLY_SCRIPT as APPLY_SCRIPT_V1 } from '../fixtures/apply-script-v1.js';
+import { APPLY_SCRIPT_V2_PER_REQUEST } from '../fixtures/apply-script-v2-per-request.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
@@ -124,6 +130,83 @@ describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Red
       expect(full.results[0]!.remaining).toBe(0);
 
       expect((await admin!.keys(`${prefix}*`)).sort()).toEqual([oldKey, newKey].sort());
+    });
+  }
+});
+
+/** A replica of the previous release: layout 2 keys, one request per script call. */
+function perRequestReplica(prefix: string, now: () => number) {
+  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+  clients.push(client);
+  client.defineCommand('applyV2', { lua: APPLY_SCRIPT_V2_PER_REQUEST });
+  const call = client as unknown as { applyV2(...args: (string | number)[]): Promise<number[]> };
+  return {
+    /** One request of one spec; its `[admitted, remaining]`. */
+    async apply(spec: CounterSpec): Promise<[boolean, number]> {
+      const reply = await call.applyV2(
+        1,
+        redisKeyOf(prefix, spec.key),
+        Math.floor(now()),
+        '0',
+        3_600_000,
+        ALGORITHM_CODES[spec.algorithm],
+        spec.limit,
+        spec.windowMs,
+        spec.burst,
+        spec.hits,
+        'e',
+      );
+      return [reply[0] === 1, reply[2]!];
+    },
+  };
+}
+
+describe.skipIf(requirement.skip)('redis layout 2: one request per call and many per call', () => {
+  for (const algorithm of ALGORITHMS) {
+    it(`${algorithm}: the previous release and the current store count one counter together`, async () => {
+      const clock = createManualClock(T0);
+      const prefix = `up2-${randomUUID()}:`;
+      const previous = perRequestReplica(prefix, clock.now);
+      const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+      const store = createRedisStore({
+        client,
+        keyPrefix: prefix,
+        timeoutMs: 5_000,
+        clock: clock.now,
+        scriptClock: clock.now,
+        ttlGraceMs: 3_600_000,
+      });
+      open.push(store);
+      const limit = 10;
+      // 3 s: a new sliding-window sub-bucket each step, all in one fixed window; a token
+      // bucket refills with time, so its clock stays.
+      const step = algorithm === 'token_bucket' ? 0 : 3_000;
+      const counter = spec(`${algorithm}|60000|edge|user=a`, 1, limit, { algorithm });
+
+      // 2 hits from the previous release, then a turn of 3 concurrent requests on the current
+      // store (one call), then alternating: one count, down to the limit.
+      expect(await previous.apply(counter)).toEqual([true, limit - 1]);
+      clock.advance(step);
+      expect(await previous.apply(counter)).toEqual([true, limit - 2]);
+      clock.advance(step);
+      const turn = await Promise.all([0, 1, 2].map(() => store.apply([counter])));
+      expect(turn.map((batch) => batch.results[0]!.remaining)).toEqual([
+        limit - 3,
+        limit - 4,
+        limit - 5,
+      ]);
+      for (let used = 6; used <= limit; used++) {
+        clock.advance(step);
+        const remaining =
+          used % 2 === 0
+            ? (await previous.apply(counter))[1]
+            : (await store.apply([counter])).results[0]!.remaining;
+        expect(remaining, `hit ${used}`).toBe(limit - used);
+      }
+      // Full for both.
+      expect((await previous.apply(counter))[0]).toBe(false);
+      expect((await store.apply([counter])).admitted).toBe(false);
+      expect(await admin!.keys(`${prefix}*`)).toEqual([redisKeyOf(prefix, counter.key)]);
     });
   }
 });

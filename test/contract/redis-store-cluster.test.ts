@@ -155,4 +155,34 @@ describe.skipIf(requirement.skip)('redis store on a cluster', () => {
     expect(await scriptCalls(admin)).toBe(before + 2);
     expect(batch.results.map((r) => r.remaining)).toEqual([4, 3]);
   });
+
+  it('the requests of one turn share a call per hash slot, never one across slots', async () => {
+    const { store, admin } = await clusterStore(`cl-${randomUUID()}:`);
+    const a = 'fw|60000|d|turn=a';
+    const b = 'fw|60000|d|turn=b';
+    expect(slotOfTag(hashTagOf(a))).not.toBe(slotOfTag(hashTagOf(b)));
+    const before = await scriptCalls(admin);
+    // 12 concurrent requests: 6 on a alone, 3 on b alone, 3 on both (one group per slot each).
+    const answers = await Promise.all([
+      ...Array.from({ length: 6 }, () => store.apply([spec(a, 1, 7)])),
+      ...Array.from({ length: 3 }, () => store.apply([spec(b, 1, 5)])),
+      ...Array.from({ length: 3 }, () => store.apply([spec(a, 1, 7), spec(b, 1, 5)])),
+    ]);
+    // One call for slot a (9 requests), one for slot b (6): the cluster refuses CROSSSLOT.
+    expect(await scriptCalls(admin)).toBe(before + 2);
+    // In arrival order per slot: a takes 7, so the last two requests on both are refused there;
+    // b takes 5: the last of them is refused there too.
+    expect(answers.map((answer) => answer.admitted)).toEqual([
+      ...Array(6).fill(true),
+      ...Array(3).fill(true),
+      true,
+      false,
+      false,
+    ]);
+    expect(answers.slice(9).map((answer) => answer.results.map((r) => r.remaining))).toEqual([
+      [0, 1],
+      [0, 0],
+      [0, 0],
+    ]);
+  });
 });

@@ -489,11 +489,15 @@ describe.skipIf(requirement.skip)(
       open.push(memory);
       // A seeded sequence of batches: every algorithm, several keys, windows of 10 s and a
       // minute, hits 0 to 3, shadow and quota counters, time moving 0 to 12 s between batches.
+      // xorshift32 (an LCG's low bits, taken modulo 4, made every batch one spec long).
       let seed = 20_261_125;
       const next = (n: number): number => {
-        seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-        return seed % n;
+        seed ^= seed << 13;
+        seed ^= seed >>> 17;
+        seed ^= seed << 5;
+        return (seed >>> 0) % n;
       };
+      const sizes = new Set<number>();
       const view = (batch: BatchResult) => ({
         admitted: batch.admitted,
         results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
@@ -517,12 +521,14 @@ describe.skipIf(requirement.skip)(
             }),
           );
         }
+        sizes.add(specs.length);
         const expected = view(await memory.apply(specs));
         expect(view(await store.apply(specs)), `step ${step}: ${JSON.stringify(specs)}`).toEqual(
           expected,
         );
         clock.advance(next(13) * 1_000);
       }
+      expect(sizes).toEqual(new Set([1, 2, 3, 4]));
     });
   },
 );

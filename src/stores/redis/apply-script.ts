@@ -5,25 +5,37 @@
  * descriptor's `lua`), so the Redis store answers exactly as the memory store does. Its constants
  * (algorithm codes, sub-bucket count) come from those modules, never written here by hand.
  *
- * KEYS: one Redis key per spec, in spec order (a key may repeat: specs sharing a key are checked
- * cumulatively, in order). All keys of one call must hash to one slot on a cluster.
+ * One call carries one or more requests (the store coalesces the requests of one event-loop turn
+ * that go to the same node and slot, see redis-store.ts). They run one after the other, each all
+ * or nothing exactly as if it were a call of its own, on the states the earlier ones left; each
+ * key is read from Redis once per call and, where the algorithm can, written once at its end.
+ *
+ * KEYS: one Redis key per counter of the call. Requests of one turn mostly share their keys, so a
+ * key is sent once for all of them (twice only when two of its specs differ in limit or mode). All
+ * keys of one call must hash to one slot on a cluster.
  *
  * ARGV:
  * - `ARGV[1]`: the time in epoch ms, or `''` to read it from Redis `TIME` (the default: replica
- *   clocks never matter; tests with a manual clock pass it);
+ *   clocks never matter; tests with a manual clock pass it); every request of the call is
+ *   decided at this time;
  * - `ARGV[2]`: `'1'` for a dry run (decide and report, never charge), else `'0'`;
  * - `ARGV[3]`: extra TTL in ms added past the moment a counter holds nothing;
- * - then 6 values per spec, in KEYS order: algorithm ({@link ALGORITHM_CODES}), limit, window ms,
- *   burst, hits, mode (`e` enforced, `s` shadow, `q` quota; `q` followed by a number is a quota
- *   counter of that quota group: the batch is rejected when every group has a counter without
- *   room, `quotaRejects` in stores/batch.ts).
+ * - then {@link ARGS_PER_COUNTER} values per counter, in KEYS order: algorithm
+ *   ({@link ALGORITHM_CODES}), limit, window ms, burst, mode (`e` enforced, `s` shadow, `q`
+ *   quota; `q` followed by a number is a quota counter of that quota group: the request is
+ *   rejected when every group has a counter without room, `quotaRejects` in stores/batch.ts);
+ * - then the number of requests R and, per request, its number of specs m and m pairs: the
+ *   spec's counter (1-based index into KEYS) and its hits. Specs of one request on one key are
+ *   checked cumulatively, in order.
  *
- * Reply: a flat array of integers: `admitted` (1 or 0), then per spec `overLimit` (1 or 0),
- * `remaining`, `resetMs`.
+ * Reply: a flat array of integers, per request: `admitted` (1 or 0), then per spec of it
+ * `overLimit` (1 or 0), `remaining`, `resetMs`.
  *
  * Storage, layout version {@link REDIS_LAYOUT_VERSION} (keys.ts puts the version in every key).
  * Each call costs a bounded number of commands and bytes per counter, whatever the sub-bucket
- * count: at most one read and one write per counter, plus a TTL when the expiry moves. Every key
+ * count: at most one read and one write per counter and request, plus a TTL when the expiry
+ * moves. The layout did not change when calls began to carry several requests: a replica that
+ * sends one request per call and one that sends many count together on the same keys. Every key
  * written gets a TTL that ends just after the counter is empty. What one key holds is each
  * algorithm's business: its descriptor in src/algorithms/ says, next to its Lua fragments.
  *
@@ -59,8 +71,11 @@ export const ALGORITHM_CODES: Readonly<Record<Algorithm, number>> = Object.freez
 /** Mode letter of each counter mode in ARGV. */
 export const MODE_CODES = { enforced: 'e', shadow: 's', quota: 'q' } as const;
 
-/** Values per spec in ARGV after the three header values. */
-const ARGS_PER_SPEC = 6;
+/** ARGV values per counter (per key): algorithm, limit, window ms, burst, mode. */
+export const ARGS_PER_COUNTER = 5;
+
+/** ARGV values before the counters: time, dry run, grace. */
+const HEADER_ARGS = 3;
 
 /** The Lua constant holding an algorithm's code: its tag, upper-cased (`sw` -> `SW`). */
 function codeName(algorithm: AlgorithmDescriptor): string {
@@ -129,15 +144,18 @@ function stateFields(algorithms: readonly AlgorithmDescriptor[]): string {
  * It defines no function on the hot path: Redis runs the whole chunk on every call, and each
  * closure or table of functions made there is paid per call (defining the algorithms as tables
  * of functions cost more Redis CPU than a fixed_window check itself). Each step is instead a
- * branch on the algorithm code, in three passes: load, refresh and check every spec; charge them
- * when the batch is admitted; write the results. Numbers go to `redis.call` as Lua numbers: Redis
+ * branch on the algorithm code, in three passes per request: load (once per call), refresh and
+ * check every spec; charge them when the request is admitted; write its results. The `finish`
+ * parts run once, after the last request. Numbers go to `redis.call` as Lua numbers: Redis
  * writes them with `%.17g`, exact for the integers (below 2^53) used here.
  *
- * Locals the algorithms' parts may use: `now`, `dry`, `grace`, `floor`, `ceil`, `fmod`, `n`,
- * `states` (key -> state); per spec `i`, `o` (its ARGV offset), `a` (its code); in pass 1 also
- * `limit`, `w`, `hits`, `key`, `st` (the key's state: `key`, `w`, `t` hits counted, `cum`, and
- * the algorithm's own fields) and `cum`; in pass 2 `hits`, `st`, `w`, `key`; in pass 3 `limit`,
- * `w`, `st`, `hits` (cumulative), `over`, `rem`, `reset`.
+ * Locals the algorithms' parts may use: `now`, `dry`, `grace`, `floor`, `ceil`, `fmod`, `n` (specs
+ * in the call), `states` (key -> state, kept for the whole call: a part must keep `st` and Redis
+ * in step, or settle the difference in `finish`); per spec `i`, `a` (its algorithm code), `key`,
+ * `hits`; in pass 1 also `limit`, `w`, `burst`, `st` (the key's state: `key`, `w`, `t` hits
+ * counted, `cum`, `r` the request that last checked it, and the algorithm's own fields) and
+ * `cum`; in pass 2 `limit`, `w`, `burst`, `st`; in pass 3 `limit`, `w`, `burst`, `st`, `hits`
+ * (cumulative), `over`, `rem`, `reset`.
  */
 export function assembleApplyScript(algorithms: readonly AlgorithmDescriptor[]): string {
   // The algorithms whose code some branch compares: they get their constant.
@@ -148,10 +166,12 @@ export function assembleApplyScript(algorithms: readonly AlgorithmDescriptor[]):
     fallback?: string,
   ): string => branches(algorithms, pick, indent, compared, fallback);
   const scan = part((lua) => lua.scan, '  ');
-  const load = part((lua) => lua.load, '    ');
-  const room = part((lua) => lua.room, '  ', '    room = st.t + cum <= limit\n');
-  const charge = part((lua) => lua.charge, '      ');
-  const result = part((lua) => lua.result, '  ');
+  // The branch keywords at their depth in the request loop; the parts as they are written (a
+  // part's own indent is that of the one-request script it was written for; Lua ignores it).
+  const load = part((lua) => lua.load, '      ');
+  const room = part((lua) => lua.room, '    ', '      room = st.t + cum <= limit\n');
+  const charge = part((lua) => lua.charge, '        ');
+  const result = part((lua) => lua.result, '    ');
   const named = algorithms.filter((algorithm) => compared.has(algorithm));
   const names = named.map(codeName).join(', ');
   const codes = named.map((algorithm) => algorithm.redisCode).join(', ');
@@ -168,85 +188,122 @@ end
 local dry = ARGV[2] == '1'
 local grace = tonumber(ARGV[3])
 ${named.length === 0 ? '' : `local ${names} = ${codes}\n`}${each(algorithms, (lua) => lua.constants)}
-local n = #KEYS
+-- The counters, one per key: algorithm, limit, window, burst; whether lacking room rejects
+-- (enforced), whether it is a quota counter, and its quota group (nil: none).
+local C = #KEYS
+local CA, CL, CW, CB, CE, CQ, CG = {}, {}, {}, {}, {}, {}, {}
+for c = 1, C do
+  local o = ${HEADER_ARGS} + (c - 1) * ${ARGS_PER_COUNTER}
+  CA[c], CL[c], CW[c], CB[c] =
+    tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local mode = ARGV[o + 5]
+  CE[c] = mode == '${MODE_CODES.enforced}'
+  CQ[c] = string.sub(mode, 1, 1) == '${MODE_CODES.quota}'
+  if #mode > 1 then CG[c] = string.sub(mode, 2) end
+end
+-- The requests: each its number of specs, then per spec its counter and hits.
+local p = ${HEADER_ARGS} + C * ${ARGS_PER_COUNTER} + 1
+local R = tonumber(ARGV[p])
+local SC, SH, LAST = {}, {}, {}
+local n = 0
+for r = 1, R do
+  p = p + 1
+  local m = tonumber(ARGV[p])
+  for _ = 1, m do
+    n = n + 1
+    SC[n], SH[n] = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
+    p = p + 2
+  end
+  LAST[r] = n
+end
 local ST, CUM, OVER = {}, {}, {}
 local states = {}
-local admitted = true
--- Quota groups seen (group -> some counter of it lacks room); nil when there are none.
-local groups = nil
 ${each(algorithms, (lua) => lua.setup)}${
     scan === ''
       ? ''
       : `for i = 1, n do
-  local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
-  local a = tonumber(ARGV[o + 1])
+  local c = SC[i]
+  local a, key, hits = CA[c], KEYS[c], SH[i]
 ${scan}end
 `
-  }
--- Pass 1: load and refresh each key once, then check each spec against the cumulative hits of
--- its key so far.
-for i = 1, n do
-  local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
-  local a = tonumber(ARGV[o + 1])
-  local limit, w = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local hits = tonumber(ARGV[o + 5])
-  local key = KEYS[i]
-  local st = states[key]
-  if st == nil then
-    st = { key = key, w = w, t = 0, cum = hits${stateFields(algorithms)} }
-    states[key] = st
-${load}  else
-    st.cum = st.cum + hits
-  end
-  ST[i] = st
-  local cum = st.cum
-  CUM[i] = cum
-  local room
-${room}  OVER[i] = not room
-  local mode = ARGV[o + 6]
-  if not room and mode == '${MODE_CODES.enforced}' then admitted = false end
-  if #mode > 1 then
-    local g = string.sub(mode, 2)
-    groups = groups or {}
-    if not room then
-      groups[g] = true
-    elseif groups[g] == nil then
-      groups[g] = false
+  }local reply = {}
+local at = 0
+-- One request after the other, each all or nothing on the states the earlier ones left.
+local last = 0
+for r = 1, R do
+  local first = last + 1
+  last = LAST[r]
+  local admitted = true
+  -- Quota groups seen (group -> some counter of it lacks room); nil when there are none.
+  local groups = nil
+
+  -- Pass 1: load and refresh each key once per call, then check each spec against the
+  -- cumulative hits of its key so far in this request.
+  for i = first, last do
+    local c = SC[i]
+    local a, limit, w, burst = CA[c], CL[c], CW[c], CB[c]
+    local hits = SH[i]
+    local key = KEYS[c]
+    local st = states[key]
+    if st == nil then
+      st = { key = key, w = w, t = 0, cum = hits, r = r${stateFields(algorithms)} }
+      states[key] = st
+${load}    elseif st.r ~= r then
+      st.r = r
+      st.cum = hits
+    else
+      st.cum = st.cum + hits
+    end
+    ST[i] = st
+    local cum = st.cum
+    CUM[i] = cum
+    local room
+${room}    OVER[i] = not room
+    if not room and CE[c] then admitted = false end
+    local g = CG[c]
+    if g then
+      groups = groups or {}
+      if not room then
+        groups[g] = true
+      elseif groups[g] == nil then
+        groups[g] = false
+      end
     end
   end
-end
-if admitted and groups then
-  local all = true
-  for _, g in pairs(groups) do if not g then all = false end end
-  if all then admitted = false end
-end
+  if admitted and groups then
+    local all = true
+    for _, g in pairs(groups) do if not g then all = false end end
+    if all then admitted = false end
+  end
 
--- Pass 2: charge every spec of an admitted batch (quota specs only when they had room).
-if admitted and not dry then
-  for i = 1, n do
-    local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
-    local hits = tonumber(ARGV[o + 5])
-    if hits > 0 and not (OVER[i] and string.sub(ARGV[o + 6], 1, 1) == '${MODE_CODES.quota}') then
-      local a, st, w = tonumber(ARGV[o + 1]), ST[i], tonumber(ARGV[o + 3])
-      local key = st.key
-${charge}    end
+  -- Pass 2: charge every spec of an admitted request (quota specs only when they had room).
+  if admitted and not dry then
+    for i = first, last do
+      local c = SC[i]
+      local hits = SH[i]
+      if hits > 0 and not (OVER[i] and CQ[c]) then
+        local a, limit, w, burst, st = CA[c], CL[c], CW[c], CB[c], ST[i]
+        local key = st.key
+${charge}      end
+    end
+  end
+
+  -- Pass 3: the request's results, from each key's state after it.
+  at = at + 1
+  reply[at] = admitted and 1 or 0
+  for i = first, last do
+    local c = SC[i]
+    local a, limit, w, burst = CA[c], CL[c], CW[c], CB[c]
+    local st, hits, over = ST[i], CUM[i], OVER[i]
+    local rem, reset = 0, 0
+${result}    reply[at + 1] = over and 1 or 0
+    reply[at + 2] = rem
+    reply[at + 3] = reset
+    at = at + 3
   end
 end
 
-${each(algorithms, (lua) => lua.finish)}
--- Pass 3: the results, from each key's state after the batch.
-local reply = { admitted and 1 or 0 }
-for i = 1, n do
-  local o = 3 + (i - 1) * ${ARGS_PER_SPEC}
-  local a, limit, w = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local st, hits, over = ST[i], CUM[i], OVER[i]
-  local rem, reset = 0, 0
-${result}  local r = 3 * i - 1
-  reply[r] = over and 1 or 0
-  reply[r + 1] = rem
-  reply[r + 2] = reset
-end
-return reply
+${each(algorithms, (lua) => lua.finish)}return reply
 `;
 }
 

@@ -22,23 +22,13 @@ import type { Logger } from '../../logging/logger.js';
 import type { StoreMetricsSink } from '../../metrics/metrics.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from '../counter-store.js';
 import { admits, cumulativeHits } from '../batch.js';
-import { ALGORITHM_CODES, APPLY_SCRIPT, MODE_CODES } from './apply-script.js';
+import { ALGORITHM_CODES, ARGS_PER_COUNTER, MODE_CODES } from './apply-script.js';
+import { ClientState, isTimeout, withTimeout, type ScriptClient } from './client-state.js';
 import { hashTagOf, redisKeyOf, slotOfTag } from './keys.js';
 import { LocalOverLimitCache } from './local-cache.js';
 
 /** A connected ioredis client: a single node (also through Sentinel) or a cluster. */
 export type RedisClient = Redis | Cluster;
-
-/** The client with the script registered by {@link createRedisStore}. */
-interface ScriptClient {
-  sluiceApply(...args: (string | number)[]): Promise<unknown>;
-}
-
-/** Name the script is registered under on each client (ioredis `defineCommand`). */
-const SCRIPT_COMMAND = 'sluiceApply';
-
-/** Period of the PING probe while a stalled store waits to be trusted again, in ms. */
-const PROBE_INTERVAL_MS = 250;
 
 /** Options for {@link createRedisStore}. */
 export interface RedisStoreOptions {
@@ -81,156 +71,78 @@ export interface RedisStoreOptions {
 
 /** A group of specs that one script call handles: one client, one slot. */
 interface Group {
+  /** The client's name, plus the slot (or hash tag) on a cluster: what may share a call. */
+  readonly id: string;
   readonly client: ClientState;
   readonly indexes: number[];
 }
 
-/** One Redis connection (main or per-second) and what the store knows about it. */
-class ClientState {
-  /** The connection is ready (ioredis `ready` seen, no `close` since). */
-  connected: boolean;
-  /** A call timed out; calls fail fast until a PING probe answers. */
-  stalled = false;
-  /**
-   * The client bounds every command by itself (a single node or Sentinel client whose ioredis
-   * `commandTimeout` is at most ours, as connect.ts makes them): no timer of ours per call, which
-   * costs about 15% of the process CPU of a Redis call. A cluster client queues commands while it
-   * refreshes its slots, before that timer starts, so its calls keep ours. (A `commandTimeout` of 0
-   * or less makes ioredis time every command out at once, whatever timer we add.)
-   */
-  readonly boundsCalls: boolean;
-  private probe: NodeJS.Timeout | undefined;
-  /** Whether the connection ever was ready (the first failure to connect is logged once too). */
-  private everUp: boolean;
-  private loggedDown = false;
-  private loggedStall = false;
+/**
+ * Most specs one script call carries: requests queued beyond it wait for the next call (a
+ * request is never split, so one larger than this goes alone). Bounds how long one call holds
+ * Redis (a few µs per spec) and the size of its arguments.
+ */
+const MAX_SPECS_PER_CALL = 512;
 
-  constructor(
-    readonly name: string,
-    readonly client: RedisClient,
-    readonly timeoutMs: number,
-    readonly cluster: boolean,
-    private readonly metrics: StoreMetricsSink | undefined,
-    private readonly logger: Logger | undefined,
-  ) {
-    client.defineCommand(SCRIPT_COMMAND, { lua: APPLY_SCRIPT });
-    const own = cluster ? undefined : (client as Redis).options?.commandTimeout;
-    this.boundsCalls = typeof own === 'number' && own <= timeoutMs;
-    this.connected = client.status === 'ready';
-    this.everUp = this.connected;
-    client.on('ready', () => {
-      this.connected = true;
-      this.up('connected');
-    });
-    client.on('close', () => this.down('connection closed'));
-    client.on('end', () => this.down('connection ended'));
-    client.on('error', (error: Error) => {
-      // ioredis reconnects on its own; an error is logged once per outage (no secrets: the
-      // logger redacts URLs and passwords).
-      if (!this.connected) this.down(error.message);
-    });
-  }
-
-  /** Whether calls may go to Redis now. */
-  healthy(): boolean {
-    return this.connected && !this.stalled;
-  }
-
-  /** A call timed out: fail fast until a PING answers within the timeout. */
-  stall(): void {
-    if (this.stalled) return;
-    this.stalled = true;
-    this.loggedStall = true;
-    this.metrics?.storeError('stalled');
-    this.logger?.warn(
-      { redis: this.name, timeoutMs: this.timeoutMs },
-      'redis did not answer within REDIS_TIMEOUT; failing fast until it answers a probe',
-    );
-    this.probe = setInterval(() => {
-      void withTimeout(this.client.ping(), this.timeoutMs).then(
-        () => {
-          if (!this.stalled) return;
-          this.stalled = false;
-          clearInterval(this.probe);
-          this.probe = undefined;
-          this.up('answered a probe');
-        },
-        () => undefined,
-      );
-    }, PROBE_INTERVAL_MS);
-    this.probe.unref();
-  }
-
-  close(): void {
-    if (this.probe !== undefined) clearInterval(this.probe);
-    this.probe = undefined;
-  }
-
-  private up(why: string): void {
-    if (!this.healthy()) return;
-    if (this.everUp && !this.loggedDown && !this.loggedStall) return;
-    // The first connection is routine (INFO); a recovery answers an earlier ERROR/WARN line.
-    const recovered = this.everUp || this.loggedDown || this.loggedStall;
-    this.everUp = true;
-    this.loggedDown = false;
-    this.loggedStall = false;
-    this.logger?.[recovered ? 'warn' : 'info'](
-      { redis: this.name },
-      `redis store available (${why})`,
-    );
-  }
-
-  private down(why: string): void {
-    this.connected = false;
-    if (this.loggedDown) return;
-    this.loggedDown = true;
-    this.metrics?.storeError('disconnect');
-    this.logger?.error(
-      { redis: this.name, reason: why },
-      this.everUp
-        ? 'redis store unavailable; reconnecting in the background'
-        : 'redis store not reachable yet; connecting in the background',
-    );
-  }
-}
-
-/** Reject with a SluiceError STORE_TIMEOUT when `promise` has not settled after `ms`. */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new SluiceError('STORE_TIMEOUT', `redis did not answer within ${ms}ms`)),
-      ms,
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
+/** One request queued for the next script call of its group. */
+interface Waiter {
+  /** Its number of specs. */
+  readonly size: number;
+  resolve(reply: unknown): void;
+  reject(error: unknown): void;
 }
 
 /**
- * What ioredis 6 rejects a command with when its `commandTimeout` passes: a plain `Error` with
- * this message (ioredis has no class for it; `Command.setTimeout` in its Command.js).
+ * The requests of one group waiting for their script call, sent together at the end of the
+ * event-loop turn (apply-script.ts: one call, several requests, each decided all or nothing in
+ * turn), in the script's ARGV form: each counter once (its key, algorithm, limit, window, burst
+ * and mode), then each request as its size and a (counter, hits) pair per spec. Requests on the
+ * same keys, the common case under load, so send each key once.
  */
-const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+class PendingCall {
+  /** KEYS: each counter's Redis key. */
+  readonly keys: string[] = [];
+  /** {@link ARGS_PER_COUNTER} values per counter. */
+  readonly counters: (string | number)[] = [];
+  /** The latest counter (1-based, as the script counts) of each key. */
+  readonly counterOf = new Map<string, number>();
+  /** Per request: its number of specs, then per spec its counter and hits. */
+  readonly requests: number[] = [];
+  readonly waiters: Waiter[] = [];
+  /** Specs of every request so far. */
+  specs = 0;
 
-/**
- * Whether a failed call timed out: our own timer (a SluiceError STORE_TIMEOUT) or ioredis's
- * command timeout (the same REDIS_TIMEOUT), whichever fired first.
- */
-function isTimeout(error: unknown): boolean {
-  if (SluiceError.is(error, 'STORE_TIMEOUT')) return true;
-  return (
-    error instanceof Error &&
-    Object.getPrototypeOf(error) === Error.prototype &&
-    error.message === IOREDIS_COMMAND_TIMEOUT
-  );
+  /** `client`: the connection the call goes to (every group of the call is on it, one slot). */
+  constructor(readonly client: ClientState) {}
+
+  /** The counter for `key` with these values, added when the call has none yet. */
+  counter(
+    key: string,
+    code: number,
+    limit: number,
+    windowMs: number,
+    burst: number,
+    mode: string,
+  ): number {
+    const { counters } = this;
+    let c = this.counterOf.get(key);
+    if (c !== undefined) {
+      const at = (c - 1) * ARGS_PER_COUNTER;
+      if (
+        counters[at] === code &&
+        counters[at + 1] === limit &&
+        counters[at + 2] === windowMs &&
+        counters[at + 3] === burst &&
+        counters[at + 4] === mode
+      ) {
+        return c;
+      }
+    }
+    counters.push(code, limit, windowMs, burst, mode);
+    c = this.keys.push(key);
+    this.counterOf.set(key, c);
+    return c;
+  }
 }
 
 /** Create a Redis {@link CounterStore}; see the module header. */
@@ -248,6 +160,15 @@ class RedisStore implements CounterStore {
   private readonly scriptClock: Clock | undefined;
   private readonly grace: string;
   private readonly metrics: StoreMetricsSink | undefined;
+  /** Requests queued for the next script call, by group id, in arrival order. */
+  private readonly pending = new Map<string, PendingCall>();
+  /** A flush of {@link pending} is scheduled (setImmediate). */
+  private flushing = false;
+  private readonly flushAll = (): void => {
+    this.flushing = false;
+    for (const call of this.pending.values()) this.send(call);
+    this.pending.clear();
+  };
 
   constructor(options: RedisStoreOptions) {
     const logger = options.logger;
@@ -408,7 +329,7 @@ class RedisStore implements CounterStore {
     const perSecond = this.perSecond;
     const main = this.main;
     if (perSecond === undefined && !main.cluster) {
-      return [{ client: main, indexes: specs.map((_, i) => i) }];
+      return [{ id: main.name, client: main, indexes: specs.map((_, i) => i) }];
     }
     const byId = new Map<string, Group>();
     const groups: Group[] = [];
@@ -422,7 +343,7 @@ class RedisStore implements CounterStore {
       }
       let group = byId.get(id);
       if (group === undefined) {
-        group = { client, indexes: [] };
+        group = { id, client, indexes: [] };
         byId.set(id, group);
         groups.push(group);
       }
@@ -432,10 +353,14 @@ class RedisStore implements CounterStore {
   }
 
   /**
-   * One script call for `group`; failures become STORE_UNAVAILABLE. `quotaGroups`: pass each
-   * quota counter's group so the script applies the quota rule (only when it sees every spec).
+   * The script's reply for `group`'s specs of one request (`1 + 3 x specs` integers); failures
+   * become STORE_UNAVAILABLE. A dry run is a call of its own; otherwise the request joins the
+   * call its group sends at the end of this event-loop turn, with every other request of the
+   * turn for the same client and slot: one script call, one round trip, for all of them.
+   * `quotaGroups`: pass each quota counter's group so the script applies the quota rule (only
+   * when it sees every spec of the request).
    */
-  private async call(
+  private call(
     group: Group,
     specs: readonly CounterSpec[],
     dry: boolean,
@@ -444,46 +369,126 @@ class RedisStore implements CounterStore {
     const state = group.client;
     if (!state.healthy()) {
       this.metrics?.storeError('unavailable');
-      throw new SluiceError(
-        'STORE_UNAVAILABLE',
-        state.connected ? 'redis is not answering (waiting for a probe)' : 'redis is not connected',
+      return Promise.reject(
+        new SluiceError(
+          'STORE_UNAVAILABLE',
+          state.connected
+            ? 'redis is not answering (waiting for a probe)'
+            : 'redis is not connected',
+        ),
       );
     }
+    const size = group.indexes.length;
+    let call = dry ? new PendingCall(state) : this.pending.get(group.id);
+    if (call !== undefined && call.specs > 0 && call.specs + size > MAX_SPECS_PER_CALL) {
+      this.pending.delete(group.id);
+      this.send(call);
+      call = undefined;
+    }
+    if (call === undefined) {
+      call = new PendingCall(state);
+      this.pending.set(group.id, call);
+    }
+    this.push(call, group, specs, quotaGroups);
+    const reply = new Promise<unknown>((resolve, reject) => {
+      call.waiters.push({ size, resolve, reject });
+    });
+    if (dry) {
+      this.send(call, true);
+    } else if (!this.flushing) {
+      this.flushing = true;
+      setImmediate(this.flushAll);
+    }
+    return reply;
+  }
+
+  /** Add the keys and ARGV values of `group`'s specs of one request to `call`. */
+  private push(
+    call: PendingCall,
+    group: Group,
+    specs: readonly CounterSpec[],
+    quotaGroups: boolean,
+  ): void {
+    const { requests } = call;
     const indexes = group.indexes;
-    const n = indexes.length;
+    requests.push(indexes.length);
+    for (let k = 0; k < indexes.length; k++) {
+      const spec = specs[indexes[k]!]!;
+      const c = call.counter(
+        redisKeyOf(this.prefix, spec.key),
+        ALGORITHM_CODES[spec.algorithm],
+        spec.limit,
+        spec.windowMs,
+        spec.burst,
+        quotaGroups && spec.quotaGroup !== undefined
+          ? `${MODE_CODES.quota}${spec.quotaGroup}`
+          : MODE_CODES[spec.mode],
+      );
+      requests.push(c, spec.hits);
+    }
+    call.specs += indexes.length;
+  }
+
+  /** Send `call` as one script call and hand each of its requests its part of the reply. */
+  private send(call: PendingCall, dry = false): void {
+    const { keys, counters, requests, waiters } = call;
+    const state = call.client;
+    const count = waiters.length;
     // Stryker disable next-line ArrayDeclaration,ArithmeticOperator: preallocation only; every index is written below
-    const args: (string | number)[] = new Array<string | number>(1 + n + 3 + n * 6);
-    args[0] = n;
+    const args = new Array<string | number>(
+      1 + keys.length + 3 + counters.length + 1 + requests.length,
+    );
+    args[0] = keys.length;
     let a = 1;
-    for (let k = 0; k < n; k++) args[a++] = redisKeyOf(this.prefix, specs[indexes[k]!]!.key);
+    for (let k = 0; k < keys.length; k++) args[a++] = keys[k]!;
     args[a++] = this.scriptClock === undefined ? '' : Math.floor(this.scriptClock());
     args[a++] = dry ? '1' : '0';
     args[a++] = this.grace;
-    for (let k = 0; k < n; k++) {
-      const spec = specs[indexes[k]!]!;
-      args[a++] = ALGORITHM_CODES[spec.algorithm];
-      args[a++] = spec.limit;
-      args[a++] = spec.windowMs;
-      args[a++] = spec.burst;
-      args[a++] = spec.hits;
-      args[a++] =
-        quotaGroups && spec.quotaGroup !== undefined
-          ? `${MODE_CODES.quota}${spec.quotaGroup}`
-          : MODE_CODES[spec.mode];
-    }
+    for (let v = 0; v < counters.length; v++) args[a++] = counters[v]!;
+    args[a++] = count;
+    for (let v = 0; v < requests.length; v++) args[a++] = requests[v]!;
+    let pending: Promise<unknown>;
     try {
-      const pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
-      return await (state.boundsCalls ? pending : withTimeout(pending, state.timeoutMs));
+      pending = (state.client as unknown as ScriptClient).sluiceApply(...args);
     } catch (error) {
-      if (isTimeout(error)) {
-        this.metrics?.storeError('timeout');
-        state.stall();
-      } else {
-        this.metrics?.storeError('error');
-      }
-      throw new SluiceError('STORE_UNAVAILABLE', `redis: ${(error as Error).message}`, {
-        cause: error,
-      });
+      this.fail(call, error);
+      return;
+    }
+    (state.boundsCalls ? pending : withTimeout(pending, state.timeoutMs)).then(
+      (reply) => {
+        if (count === 1) {
+          waiters[0]!.resolve(reply);
+          return;
+        }
+        // A reply of the wrong length is handed on whole: decode() refuses it for each.
+        if (!Array.isArray(reply) || reply.length !== count + 3 * call.specs) {
+          for (const waiter of waiters) waiter.resolve(reply);
+          return;
+        }
+        let at = 0;
+        for (const waiter of waiters) {
+          const end = at + 1 + 3 * waiter.size;
+          waiter.resolve(reply.slice(at, end));
+          at = end;
+        }
+      },
+      (error: unknown) => this.fail(call, error),
+    );
+  }
+
+  /** Fail every request of `call` with STORE_UNAVAILABLE (a timeout stalls its client). */
+  private fail(call: PendingCall, error: unknown): void {
+    const state = call.client;
+    const timedOut = isTimeout(error);
+    // Counted per request, as each failed call was before calls carried several; the first
+    // timeout stalls the client, as it did when each request was a call of its own.
+    for (let w = 0; w < call.waiters.length; w++) {
+      this.metrics?.storeError(timedOut ? 'timeout' : 'error');
+      if (timedOut) state.stall();
+    }
+    const message = `redis: ${error instanceof Error ? error.message : String(error)}`;
+    for (const waiter of call.waiters) {
+      waiter.reject(new SluiceError('STORE_UNAVAILABLE', message, { cause: error }));
     }
   }
 }
