@@ -14,7 +14,7 @@ import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connec
 import { hashTagOf, slotOfTag } from '../../src/stores/redis/keys.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
-import { adminClient, commandCalls, requireRedis, startRedis } from '../helpers/redis.js';
+import { adminClient, requireRedis, scriptCalls, startRedis } from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 const T0 = 1_699_999_980_000;
@@ -89,12 +89,6 @@ async function clusterStore(keyPrefix: string): Promise<{ store: CounterStore; a
   // The first call loads the script (EVALSHA, then EVAL): keep it out of the counts.
   await store.apply([spec(`warm-up-${randomUUID()}`, 0, 1)]);
   return { store, admin };
-}
-
-/** Script calls the server ran since it started. */
-async function scriptCalls(admin: Redis): Promise<number> {
-  const calls = await commandCalls(admin);
-  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
 }
 
 /** Counter keys of two descriptors whose hash tags differ but fall in the same slot. */

@@ -21,8 +21,9 @@ import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import {
   adminClient,
-  commandCalls,
+  openTestStore,
   requireRedis,
+  scriptCalls,
   startRedis,
   type RedisServer,
 } from '../helpers/redis.js';
@@ -52,25 +53,10 @@ afterAll(async () => {
 
 const spec = specBuilder({ windowMs: MINUTE });
 
-/** Calls of the apply script since the server started. */
-async function scriptCalls(): Promise<number> {
-  const calls = await commandCalls(admin!);
-  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
-}
-
 /** A Redis store on a fresh prefix, its decisions on `clock`'s time, and its client. */
 async function make(clock: () => number): Promise<{ store: CounterStore; client: Redis }> {
-  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-  const store = createRedisStore({
-    client,
-    keyPrefix: `co-${randomUUID()}:`,
-    timeoutMs: 5_000,
-    clock,
-    scriptClock: clock,
-    ttlGraceMs: 3_600_000,
-  });
+  const { store, client } = await openTestStore(server!.port, 'co', { clock, scriptClock: clock });
   open.push(store);
-  await client.ping();
   return { store, client };
 }
 
@@ -104,7 +90,7 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     // limits of 4, so keys fill up, reject and free again as time moves 0 to 12 s per turn.
     let requests = 0;
     const sizes: number[] = [];
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     for (let turn = 0; turn < 40; turn++) {
       const batches: CounterSpec[][] = [];
       for (let r = 0, count = 1 + next(12); r < count; r++) {
@@ -134,7 +120,7 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
       clock.advance(next(12_001));
     }
     // One script call per turn, however many requests it carried.
-    expect(await scriptCalls()).toBe(before + 40);
+    expect(await scriptCalls(admin!)).toBe(before + 40);
     expect(requests).toBeGreaterThan(150);
     expect(new Set(sizes)).toEqual(new Set([1, 2, 3, 4]));
   });
@@ -143,13 +129,13 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     const clock = createManualClock(T0);
     const { store } = await make(clock.now);
     for (const algorithm of ALGORITHM_DESCRIPTORS) {
-      const before = await scriptCalls();
+      const before = await scriptCalls(admin!);
       const answers = await Promise.all(
         Array.from({ length: 50 }, () =>
           store.apply([spec(`${algorithm.tag}|60000|one`, 1, 20, { algorithm: algorithm.name })]),
         ),
       );
-      expect(await scriptCalls(), algorithm.name).toBe(before + 1);
+      expect(await scriptCalls(admin!), algorithm.name).toBe(before + 1);
       const admitted = answers.map((answer) => answer.admitted);
       // The first 20 in arrival order, then none: rejected requests charge nothing.
       expect(admitted, algorithm.name).toEqual(Array.from({ length: 50 }, (_, i) => i < 20));
@@ -161,14 +147,14 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
   it('splits a turn into calls of at most 512 specs, never splitting a request', async () => {
     const clock = createManualClock(T0);
     const { store } = await make(clock.now);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     // 100 requests of 8 specs (800 specs): two calls of 64 requests and 36; then one request of
     // 600 specs alone, with one of 1 spec after it in the same turn.
     const eight = Array.from({ length: 100 }, (_, r) =>
       Array.from({ length: 8 }, (_, k) => spec(`fw|60000|r=${r % 10}|k=${k}`, 1, 10)),
     );
     const answers = await Promise.all(eight.map((specs) => store.apply(specs)));
-    expect(await scriptCalls()).toBe(before + 2);
+    expect(await scriptCalls(admin!)).toBe(before + 2);
     // Each key saw 10 requests: all admitted, the last with nothing left.
     expect(answers.every((answer) => answer.admitted)).toBe(true);
     expect(answers[99]!.results.map((result) => result.remaining)).toEqual(Array(8).fill(0));
@@ -177,7 +163,7 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
       store.apply(large),
       store.apply([spec('sw|60000|large=0', 1, 1)]),
     ]);
-    expect(await scriptCalls()).toBe(before + 4);
+    expect(await scriptCalls(admin!)).toBe(before + 4);
     expect(big.admitted).toBe(true);
     expect(big.results).toHaveLength(600);
     // The small request came after the large one, which took the only hit of its key.
@@ -199,14 +185,14 @@ describe.skipIf(requirement.skip)('redis store: the requests of one turn share a
     });
     open.push(store);
     await Promise.all([client.ping(), perSecondClient.ping()]);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     // 6 requests, each a one-second limit of 4 (per-second client) and a minute limit of 10.
     const answers = await Promise.all(
       Array.from({ length: 6 }, () =>
         store.apply([spec('sw|1000|s', 1, 4, { windowMs: 1_000 }), spec('sw|60000|m', 1, 10)]),
       ),
     );
-    expect(await scriptCalls()).toBe(before + 2);
+    expect(await scriptCalls(admin!)).toBe(before + 2);
     // Across clients a request is not all or nothing (README): the minute counter charges all 6.
     expect(answers.map((answer) => answer.admitted)).toEqual([
       true,

@@ -5,7 +5,6 @@
  * a server that stops answering, the PING probe that trusts it again). Decisions use a manual
  * clock passed to the script, as in the contract; the failure cases use real time, bounded.
  */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
@@ -20,8 +19,9 @@ import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
 import {
   adminClient,
-  commandCalls,
+  openTestStore,
   requireRedis,
+  scriptCalls,
   startRedis,
   type RedisServer,
 } from '../helpers/redis.js';
@@ -75,29 +75,16 @@ async function make(
   options: { localCacheBytes?: number; perSecondClient?: RedisClient } = {},
 ): Promise<Harness> {
   const clock = createManualClock(T0);
-  const prefix = `rs-${randomUUID()}:`;
-  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
   const metrics = recordingMetrics();
-  const store = createRedisStore({
-    client,
+  const { client, store, prefix } = await openTestStore(server!.port, 'rs', {
     perSecondClient: options.perSecondClient,
-    keyPrefix: prefix,
-    timeoutMs: 5_000,
     localCacheBytes: options.localCacheBytes,
     clock: clock.now,
     scriptClock: clock.now,
-    ttlGraceMs: 3_600_000,
     metrics,
   });
   open.push(store);
-  await client.ping();
   return { client, clock, store, prefix, metrics };
-}
-
-/** Calls of the apply script since the server started. */
-async function scriptCalls(): Promise<number> {
-  const calls = await commandCalls(admin!);
-  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
 }
 
 describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
@@ -113,13 +100,13 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(metrics.events).toEqual([]);
 
     clock.advance(5_000);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     const cached = await store.apply([spec('a', 1, 2)]);
     expect(cached).toEqual({
       admitted: false,
       results: [{ overLimit: true, remaining: 0, resetMs: 45_000, fromLocalCache: true }],
     });
-    expect(await scriptCalls()).toBe(before);
+    expect(await scriptCalls(admin!)).toBe(before);
     expect(metrics.events).toEqual(['cache:1']);
 
     // One millisecond before the reset it is still cached; at the reset Redis decides again.
@@ -136,7 +123,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
       admitted: true,
       results: [{ overLimit: false, remaining: 1, resetMs: MINUTE }],
     });
-    expect(await scriptCalls()).toBe(before + 1);
+    expect(await scriptCalls(admin!)).toBe(before + 1);
   });
 
   it('asks Redis for a check-only call, another limit, or a shadow or quota counter', async () => {
@@ -144,7 +131,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     await store.apply([spec('a', 2, 2)]);
     await store.apply([spec('a', 1, 2)]); // refused and remembered
     clock.advance(1_000);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     expect((await store.apply([spec('a', 0, 2)])).results[0]).toEqual({
       overLimit: false,
       remaining: 0,
@@ -162,7 +149,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(
       (await store.apply([spec('a', 1, 2, { mode: 'quota' })])).results[0]!.fromLocalCache,
     ).toBeUndefined();
-    expect(await scriptCalls()).toBe(before + 4);
+    expect(await scriptCalls(admin!)).toBe(before + 4);
     expect(metrics.events).toEqual([]);
   });
 
@@ -178,7 +165,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(refused.admitted).toBe(false);
     expect(refused.results.map((r) => r.overLimit)).toEqual([true, false, true]);
     clock.advance(1);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     const again = await store.apply([spec('room', 1, 5)]);
     expect(again).toEqual({
       admitted: true,
@@ -186,7 +173,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     });
     const shadow = await store.apply([spec('shadow', 9, 1, { mode: 'shadow' })]);
     expect(shadow.results[0]!.fromLocalCache).toBeUndefined();
-    expect(await scriptCalls()).toBe(before + 2);
+    expect(await scriptCalls(admin!)).toBe(before + 2);
   });
 
   it('a batch with one cached counter charges nothing and still reports the others exactly', async () => {
@@ -194,7 +181,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]); // remembered
     clock.advance(2_000);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     const batch = await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
     // A refused batch reports the room the others have now (nothing was charged).
     expect(batch).toEqual({
@@ -206,7 +193,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
       ],
     });
     // One dry script call; `b` and `c` were not charged.
-    expect(await scriptCalls()).toBe(before + 1);
+    expect(await scriptCalls(admin!)).toBe(before + 1);
     expect(metrics.events).toEqual(['cache:1']);
     const peek = await store.apply([spec('b', 1, 5), spec('c', 2, 3)]);
     expect(peek.results.map((r) => r.remaining)).toEqual([4, 1]);
@@ -257,10 +244,10 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     const { store, metrics } = await make({ localCacheBytes: 0 });
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]);
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     const third = await store.apply([spec('a', 1, 1)]);
     expect(third.results[0]!.fromLocalCache).toBeUndefined();
-    expect(await scriptCalls()).toBe(before + 1);
+    expect(await scriptCalls(admin!)).toBe(before + 1);
     expect(metrics.events).toEqual([]);
   });
 });
@@ -268,9 +255,9 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
 describe.skipIf(requirement.skip)('redis store: keys, the per-second client and requests', () => {
   it('names keys prefix{tag}v2|counterKey with a TTL, and answers an empty batch without Redis', async () => {
     const { store, prefix } = await make();
-    const before = await scriptCalls();
+    const before = await scriptCalls(admin!);
     await expect(store.apply([])).resolves.toEqual({ admitted: true, results: [] });
-    expect(await scriptCalls()).toBe(before);
+    expect(await scriptCalls(admin!)).toBe(before);
     await store.apply([spec('fw|60000|edge|user=a', 1, 5)]);
     const keys = await admin!.keys(`${prefix}*`);
     expect(keys).toEqual([

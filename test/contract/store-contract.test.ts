@@ -7,16 +7,14 @@
  * ALGORITHMS then runs the algorithm-independent cases and a random differential run in which the
  * Redis store must answer exactly as the memory store.
  */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALGORITHMS } from '../../src/algorithms/index.js';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
-import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { openTestStore, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 import { mulberry32 } from '../helpers/sliding-model.js';
 import { specBuilder } from '../helpers/specs.js';
 
@@ -72,18 +70,10 @@ const BACKENDS: Backend[] = [
     skip: redisRequirement.skip,
     async make() {
       const clock = createManualClock(T0);
-      const prefix = `test-${randomUUID()}:`;
-      const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-      const store = createRedisStore({
-        client,
-        keyPrefix: prefix,
-        timeoutMs: 5_000,
+      const { store, prefix } = await openTestStore(server!.port, 'test', {
         scriptClock: clock.now,
-        // The manual clock does not move Redis's own expiry: keep keys for the test's duration.
-        ttlGraceMs: 3_600_000,
       });
       open.push(store);
-      await client.ping();
       return {
         clock,
         store,

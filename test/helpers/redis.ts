@@ -8,7 +8,10 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { CounterStore } from '../../src/stores/counter-store.js';
+import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
 import { freePort, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
 import { requireBinaries, type Requirement } from './require-binaries.js';
 
@@ -107,6 +110,44 @@ export function adminClient(port: number): Redis {
   const client = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
   client.on('error', () => undefined);
   return client;
+}
+
+/** A Redis store a contract test opened, with its client and key prefix. */
+export interface TestRedisStore {
+  readonly client: Redis;
+  readonly store: CounterStore;
+  /** The store's random key prefix (`<tag>-<uuid>:`), so tests on one server never share keys. */
+  readonly prefix: string;
+}
+
+/**
+ * A Redis store on the `redis-server` at `port` for a contract test: a new client (connected
+ * before this resolves), a random key prefix tagged `tag`, a 5 s timeout and keys kept an hour past
+ * their windows (a manual clock does not move Redis's own expiry); `options` adds or overrides the
+ * rest (clocks, metrics, the per-second client, the local cache). The caller closes the store.
+ */
+export async function openTestStore(
+  port: number,
+  tag: string,
+  options: Partial<Omit<RedisStoreOptions, 'client' | 'keyPrefix'>> = {},
+): Promise<TestRedisStore> {
+  const prefix = `${tag}-${randomUUID()}:`;
+  const client = new Redis({ port, host: '127.0.0.1' });
+  const store = createRedisStore({
+    timeoutMs: 5_000,
+    ttlGraceMs: 3_600_000,
+    ...options,
+    client,
+    keyPrefix: prefix,
+  });
+  await client.ping();
+  return { client, store, prefix };
+}
+
+/** Calls of the apply script (EVALSHA and EVAL) since the last `CONFIG RESETSTAT`. */
+export async function scriptCalls(admin: Redis): Promise<number> {
+  const calls = await commandCalls(admin);
+  return (calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0);
 }
 
 /** Calls of each command since the last `CONFIG RESETSTAT`, from `INFO commandstats`. */
