@@ -30,7 +30,8 @@ export interface BenchServer {
 
 /**
  * The reference binary, set by {@link referenceUnavailable}: scripts/reference.sh's choice (the
- * master build from ../shared/reference when that folder exists, else the pinned `go install`).
+ * master build from a source snapshot when one is there, `SLUICE_SHARED_REFERENCE`; else the
+ * pinned `go install`).
  */
 let referenceBin: string | undefined;
 
