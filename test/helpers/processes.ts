@@ -4,7 +4,7 @@
  * sluice started from `dist/main.js`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,22 +21,45 @@ export const SLUICE_MAIN = fileURLToPath(new URL('../../dist/main.js', import.me
 /** Output kept per process, for error messages (the tail is what matters). */
 const MAX_OUTPUT_CHARS = 64 * 1024;
 
-/** A port that was free on 127.0.0.1 a moment ago (listen on port 0, read it, close). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * The lowest port of the kernel's ephemeral range (`ip_local_port_range`, Linux's default 32768),
+ * from which outgoing connections take their local ports.
+ */
+function ephemeralStart(): number {
+  try {
+    const first = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
+    );
+    return Number.isInteger(first) && first > 12_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Whether `port` can be listened on, on every address, now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') {
-        server.close();
-        reject(new Error('no TCP address from a port-0 listener'));
-        return;
-      }
-      server.close(() => resolve(address.port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port that was free a moment ago, for a child process to listen on. It is drawn at random
+ * below the ephemeral range: a port-0 listener's port comes from that range, where any outgoing
+ * connection of a parallel test (a Redis client, an HTTP request) may take it as its local port
+ * before the child binds it (seen as EADDRINUSE in CI).
+ */
+export async function freePort(): Promise<number> {
+  const top = ephemeralStart() - 1;
+  const bottom = Math.max(10_000, top - 12_000);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = bottom + Math.floor(Math.random() * (top - bottom + 1));
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free port found in ${bottom}-${top} after 50 tries`);
 }
 
 /** Thrown by a {@link waitFor} probe to stop waiting at once (e.g. the process died). */
