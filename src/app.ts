@@ -28,6 +28,7 @@ import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
+import { QuotaService } from './rlqs/quota-service.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHostCheck } from './transport/http/host-check.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -280,6 +281,13 @@ export async function createApp(options: AppOptions): Promise<App> {
           logger: logger.child({ module: 'tls' }),
           metrics: metrics.tls,
         });
+  const quota = new QuotaService({
+    snapshot: current,
+    clock,
+    counters: metrics.rlqs,
+    logger: logger.child({ module: 'rlqs' }),
+    limits: settings.rlqs,
+  });
   const grpcServer = createServiceServer({
     kind: settings.grpcServer,
     service,
@@ -292,6 +300,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     limits: settings.grpcLimits,
     budget: requestBudget,
     metrics: metrics.transport,
+    quota,
   });
   const prometheusServer =
     stats.sink === 'prometheus'
@@ -329,6 +338,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         }
       }
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
+      quota.start();
       const httpPort = await listenAs(
         'HTTP',
         'HOST/PORT or --host/--port',
@@ -400,7 +410,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         tls?.close();
         debugConsole.close();
         await Promise.all([
-          grpcServer.close(settings.shutdownGraceMs),
+          grpcServer.close(settings.shutdownGraceMs).finally(() => quota.stop()),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
           prometheusServer?.close(settings.shutdownGraceMs),
