@@ -87,6 +87,8 @@ export interface App {
   close(): Promise<void>;
   /** The config snapshot currently serving. */
   snapshot(): ConfigSnapshot;
+  /** The Rate Limit Quota Service: its buckets and shares (docs/rlqs.md). */
+  readonly quota: QuotaService;
   /** The transport-independent service (for in-process callers and benchmarks). */
   readonly service: RateLimitService & Explainer;
   /** The counter store. */
@@ -328,6 +330,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     health,
     snapshot: current,
+    quota,
     async start() {
       if (firstUpdate !== undefined && !settings.forceStartWithoutInitialConfig) {
         // As the reference: no port opens before the xDS server's first update.
