@@ -108,6 +108,7 @@ export default defineConfig({
             'test/e2e/envoy.test.ts',
             'test/e2e/envoy-tls.test.ts',
             'test/e2e/envoy-tracing.test.ts',
+            'test/e2e/rlqs.test.ts',
           ],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,

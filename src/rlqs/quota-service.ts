@@ -171,7 +171,11 @@ export class QuotaService {
     readonly domain: string;
     readonly bucketId: readonly BucketEntry[];
     readonly limit: number | undefined;
-    readonly shares: readonly { readonly demand: number; readonly share: number }[];
+    readonly shares: readonly {
+      readonly demand: number;
+      readonly share: number;
+      readonly sent: number | undefined;
+    }[];
   }> {
     for (const bucket of this.buckets.values()) {
       const rule = bucket.rule;
@@ -180,8 +184,9 @@ export class QuotaService {
         bucketId: bucket.id,
         limit: rule.kind === 'limit' ? rule.limit : undefined,
         shares: [...bucket.members.values()].map((m) => ({
-          demand: demandOf(m, rule),
+          demand: demandOf(m, rule, this.clock()),
           share: m.share,
+          sent: m.sent === undefined ? undefined : m.sentShare,
         })),
       };
     }
@@ -373,7 +378,7 @@ export class QuotaService {
       rule.kind === 'limit'
         ? computeShares(
             rule.limit,
-            members.map((m) => demandOf(m, rule)),
+            members.map((m) => demandOf(m, rule, now)),
             this.limits.reserveFraction,
           )
         : undefined;
@@ -498,9 +503,14 @@ export class QuotaStream {
   }
 }
 
-/** The demand `member` reported, requests per window of `rule` (0 for an allowed bucket). */
-function demandOf(member: Member, rule: BucketRule): number {
+/**
+ * The demand `member` reported, requests per window of `rule` (0 for an allowed bucket): its
+ * last reports' requests over their time. A stream that has not reported the bucket for three
+ * of its intervals counts as idle (Envoy may stop reporting a bucket without traffic).
+ */
+function demandOf(member: Member, rule: BucketRule, now: number): number {
   if (rule.kind !== 'limit') return 0;
+  if (member.intervalMs > 0 && now - member.lastReportMs > 3 * member.intervalMs) return 0;
   let count = 0;
   let elapsed = 0;
   for (let i = 0; i < member.counts.length; i++) {

@@ -30,7 +30,7 @@ const suite = (title: string): string =>
   envoy.skip ? `${title} (SKIPPED: ${envoy.reason})` : title;
 
 /** The example the docs show: the test runs this very file (ports rewritten to loopback). */
-export const RLQS_EXAMPLE_DIR = path.join(REPO_ROOT, 'examples', 'rlqs');
+const RLQS_EXAMPLE_DIR = path.join(REPO_ROOT, 'examples', 'rlqs');
 
 function exampleConfig(): EnvoyConfig {
   return parse(readFileSync(path.join(RLQS_EXAMPLE_DIR, 'envoy.yaml'), 'utf8')) as EnvoyConfig;
@@ -130,4 +130,79 @@ describe.skipIf(envoy.skip)(suite('one Envoy, sluice as its RLQS'), () => {
       { timeoutMs: 15_000 },
     );
   }, 30_000);
+});
+
+describe.skipIf(envoy.skip)(suite('two Envoys sharing one bucket'), () => {
+  const group = useProcessGroup();
+  let app: RunningApp;
+  const proxies: EnvoyProcess[] = [];
+  /** gold: 1000 a minute; each instance's floor with two instances. */
+  const LIMIT = 1000;
+  const FLOOR = shareFloor(LIMIT, 2);
+
+  beforeAll(async () => {
+    const binary = envoyBinary(envoy);
+    const upstream = await startLoopbackUpstream(group);
+    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')]);
+    for (let i = 0; i < 2; i++) {
+      const listenerPort = await freePort();
+      const adminPort = await freePort();
+      const config = rewriteForLoopback(exampleConfig(), {
+        listenerPort,
+        adminPort,
+        sluicePort: app.port,
+        upstreamPort: upstream.port,
+      });
+      proxies.push(await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } }));
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  /** Send one request through each proxy in `which` until `done()` holds (bounded). */
+  async function trafficUntil(
+    which: readonly EnvoyProcess[],
+    what: string,
+    done: () => boolean,
+  ): Promise<void> {
+    await waitFor(
+      what,
+      async () => {
+        for (const proxy of which) await get(proxy.baseUrl, 'gold');
+        return done();
+      },
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+  }
+
+  it('shares add up to the limit; an idle Envoy keeps only its floor', async () => {
+    // Both send: both streams report the bucket and each is sent a share; the shares computed
+    // add up to the limit exactly, the shares sent never pass it.
+    await trafficUntil(proxies, 'both Envoys assigned a share of gold', () => {
+      const sent = app.app.quota.describe();
+      for (const bucket of sent) {
+        if (bucket.limit === LIMIT && bucket.shares.length === 2) {
+          return bucket.shares.every((s) => s.sent !== undefined && s.sent >= FLOOR);
+        }
+      }
+      return false;
+    });
+    const both = [...app.app.quota.describe()].find((b) => b.limit === LIMIT)!;
+    expect(both.shares.reduce((sum, s) => sum + s.share, 0)).toBe(LIMIT);
+    expect(both.shares.reduce((sum, s) => sum + (s.sent ?? 0), 0)).toBeLessThanOrEqual(LIMIT);
+    expect((await metrics(app)).get('sluice_rlqs_streams')).toBe(2);
+
+    // Only the first sends now: within a few reports the second's demand is 0 and the first is
+    // sent everything but the second's floor.
+    await trafficUntil(
+      [proxies[0]!],
+      "the busy Envoy's share grown to the limit less a floor",
+      () => {
+        const bucket = [...app.app.quota.describe()].find((b) => b.limit === LIMIT);
+        const sent = bucket?.shares.map((s) => s.sent ?? 0).sort((a, b) => a - b);
+        return sent?.[0] === FLOOR && sent[1] === LIMIT - FLOOR;
+      },
+    );
+  }, 90_000);
 });
