@@ -280,7 +280,10 @@ export class QuotaService {
     if (reports.domain.length > maxValueLength) {
       return ['invalid', `RLQS report domain longer than ${maxValueLength} characters`];
     }
-    let fresh = 0;
+    // Buckets new to the stream, each once (a report may name a bucket several times); the set
+    // stops growing at the bound.
+    const fresh = new Set<string>();
+    const room = maxBucketsPerStream - stream.members.size;
     for (const usage of reports.usages) {
       const id = usage.bucketId;
       if (id.length === 0) return ['invalid', 'RLQS report names a bucket with an empty id'];
@@ -295,13 +298,14 @@ export class QuotaService {
           ];
         }
       }
-      if (!stream.members.has(bucketKey(reports.domain, id))) fresh++;
-    }
-    if (stream.members.size + fresh > maxBucketsPerStream) {
-      return [
-        'exhausted',
-        `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
-      ];
+      const key = bucketKey(reports.domain, id);
+      if (!stream.members.has(key)) fresh.add(key);
+      if (fresh.size > room) {
+        return [
+          'exhausted',
+          `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
+        ];
+      }
     }
     return undefined;
   }
