@@ -36,6 +36,7 @@ const GRPC_INTEGRATION = [
   'telemetry-tracing',
   'hostile-clients',
   'node-client',
+  'rlqs',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({

@@ -158,6 +158,13 @@ export class QuotaService {
     return this.streams.size;
   }
 
+  /** Actions waiting for their clients to read, over every stream (bounded by their buckets). */
+  get pendingCount(): number {
+    let pending = 0;
+    for (const stream of this.streams) pending += stream.pending.size;
+    return pending;
+  }
+
   /** Buckets known now (each reported by at least one stream). */
   get bucketCount(): number {
     return this.buckets.size;
