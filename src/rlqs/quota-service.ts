@@ -38,7 +38,7 @@ export interface QuotaLimits {
 }
 
 /** The defaults of {@link QuotaLimits}. */
-export const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
+const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
   maxStreams: 1_000,
   maxBucketsPerStream: 1_000,
   maxBucketEntries: 16,
@@ -540,7 +540,7 @@ const DENY_ALL: QuotaStrategy = { kind: 'deny_all' };
  * with the share every window, holding the share (a window rule) or its part of the burst (a
  * token_bucket rule); allow-all for an allowed bucket, deny-all for a share of 0.
  */
-export function strategyOf(rule: BucketRule, share: number): QuotaStrategy {
+function strategyOf(rule: BucketRule, share: number): QuotaStrategy {
   if (rule.kind === 'allow') return ALLOW_ALL;
   if (share <= 0) return DENY_ALL;
   const maxTokens = rule.tokenBucket

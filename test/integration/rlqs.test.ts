@@ -4,7 +4,6 @@
  * reports and decodes the assignments; the stream outlives GRPC_REQUEST_TIMEOUT; a client that
  * never reads its answers makes the server stop writing, holding at most one action per bucket.
  */
-import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
