@@ -206,3 +206,53 @@ describe.skipIf(envoy.skip)(suite('two Envoys sharing one bucket'), () => {
     );
   }, 90_000);
 });
+
+describe.skipIf(envoy.skip)(suite('a sluice restart'), () => {
+  const group = useProcessGroup();
+  let app: RunningApp | undefined;
+  let proxy: EnvoyProcess;
+  let grpcPort: number;
+
+  beforeAll(async () => {
+    const binary = envoyBinary(envoy);
+    const upstream = await startLoopbackUpstream(group);
+    grpcPort = await freePort();
+    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], {
+      GRPC_PORT: String(grpcPort),
+    });
+    const listenerPort = await freePort();
+    const adminPort = await freePort();
+    const config = rewriteForLoopback(exampleConfig(), {
+      listenerPort,
+      adminPort,
+      sluicePort: grpcPort,
+      upstreamPort: upstream.port,
+    });
+    proxy = await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } });
+  }, 60_000);
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it('Envoy reopens its report stream to the new sluice and is assigned again', async () => {
+    expect(await get(proxy.baseUrl, 'free-r')).toBe(200);
+    await waitFor('the first assignment', () => sharesOf(app!, 'free-r')[0] === 10, {
+      timeoutMs: 15_000,
+    });
+    await app!.stop();
+    app = undefined;
+    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], {
+      GRPC_PORT: String(grpcPort),
+    });
+    const restarted = app;
+    // Envoy keeps its last assignment meanwhile; traffic drives the next report.
+    await waitFor(
+      'a report on a new stream, answered with an assignment',
+      async () => {
+        await get(proxy.baseUrl, 'free-r');
+        return restarted.app.quota.streamCount === 1 && sharesOf(restarted, 'free-r')[0] === 10;
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+  }, 90_000);
+});
