@@ -2,6 +2,7 @@
  * Composition root: wires settings, config source, store, limiter, service and servers. Building
  * the app is separate from listening so tests build it, then listen on port 0.
  */
+import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import {
   createFileSource,
@@ -28,7 +29,9 @@ import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
+import { createRedisDemandExchange } from './rlqs/demand-exchange.js';
 import { QuotaService } from './rlqs/quota-service.js';
+import { createRedisClient } from './stores/redis/connect.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHostCheck } from './transport/http/host-check.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -283,12 +286,27 @@ export async function createApp(options: AppOptions): Promise<App> {
           logger: logger.child({ module: 'tls' }),
           metrics: metrics.tls,
         });
+  // With Redis, RLQS usage is shared between replicas (and WORKERS) on a client of its own.
+  const redisOptions = storeOptions(settings).redis;
+  const exchangeClient =
+    redisOptions === undefined ? undefined : createRedisClient(redisOptions.main);
+  exchangeClient?.on('error', () => {});
   const quota = new QuotaService({
     snapshot: current,
     clock,
     counters: metrics.rlqs,
     logger: logger.child({ module: 'rlqs' }),
     limits: settings.rlqs,
+    exchange:
+      exchangeClient === undefined || redisOptions === undefined
+        ? undefined
+        : createRedisDemandExchange({
+            client: exchangeClient,
+            keyPrefix: redisOptions.keyPrefix,
+            replica: randomUUID(),
+            ttlMs: 5_000,
+            timeoutMs: redisOptions.main.timeoutMs,
+          }),
   });
   const grpcServer = createServiceServer({
     kind: settings.grpcServer,
@@ -413,7 +431,10 @@ export async function createApp(options: AppOptions): Promise<App> {
         tls?.close();
         debugConsole.close();
         await Promise.all([
-          grpcServer.close(settings.shutdownGraceMs).finally(() => quota.stop()),
+          grpcServer.close(settings.shutdownGraceMs).finally(() => {
+            quota.stop();
+            exchangeClient?.disconnect();
+          }),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
           prometheusServer?.close(settings.shutdownGraceMs),

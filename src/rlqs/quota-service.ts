@@ -11,8 +11,25 @@ import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
 import type { Logger } from '../logging/logger.js';
 import type { RlqsCounters } from '../metrics/metrics.js';
-import { bucketRule, type BucketRule } from './bucket-rule.js';
+import { bucketRule } from './bucket-rule.js';
+import type { DemandExchange, LocalDemand, PeerDemand } from './demand-exchange.js';
 import type { BucketAction, BucketEntry, QuotaStrategy, UsageReports } from './model.js';
+import {
+  QuotaStream,
+  type Bucket,
+  type Member,
+  type QuotaRefusal,
+  type QuotaSink,
+  type StreamOwner,
+} from './quota-stream.js';
+import {
+  bucketKey,
+  demandOf,
+  replicaBudget,
+  samePeers,
+  strategyOf,
+  stripUndefined,
+} from './assignment.js';
 import { DEFAULT_RESERVE_FRACTION, computeShares } from './shares.js';
 
 /** Bounds and timings of the service (docs/rlqs.md, "Limits"). */
@@ -50,25 +67,6 @@ const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
   reserveFraction: DEFAULT_RESERVE_FRACTION,
 };
 
-/** Why the service ends a stream; the transport maps it to a gRPC status. */
-export type QuotaRefusal =
-  /** The report breaks the protocol or a size bound: INVALID_ARGUMENT. */
-  | 'invalid'
-  /** Too many streams or buckets: RESOURCE_EXHAUSTED. */
-  | 'exhausted'
-  /** No report within `idleStreamMs`: DEADLINE_EXCEEDED. */
-  | 'idle';
-
-/** Where a stream's answers go: the transport's side of one report stream. */
-export interface QuotaSink {
-  /** Whether a write now would be read (false while the client's window is full). */
-  writable(): boolean;
-  /** Write one response holding `actions` (at least one). */
-  send(actions: readonly BucketAction[]): void;
-  /** End the stream with an error; the transport then calls {@link QuotaStream.close}. */
-  end(reason: QuotaRefusal, message: string): void;
-}
-
 /** Options of {@link QuotaService}. */
 export interface QuotaServiceOptions {
   /** The rules serving now (`undefined`: none loaded, every bucket is allowed). */
@@ -81,41 +79,20 @@ export interface QuotaServiceOptions {
   readonly logger: Logger;
   /** Bounds; `undefined` fields take {@link DEFAULT_QUOTA_LIMITS}. */
   readonly limits?: Partial<QuotaLimits> | undefined;
+  /**
+   * Where replicas share their demand (Redis); `undefined`: this process splits each limit
+   * among its own streams only.
+   */
+  readonly exchange?: DemandExchange | undefined;
+  /** How long the other replicas' last numbers are used while the exchange fails, ms. */
+  readonly exchangeTtlMs?: number;
 }
 
-/** One stream's view of one bucket: its recent usage and what it was last sent. */
-export interface Member {
-  readonly stream: QuotaStream;
-  readonly bucket: Bucket;
-  /** The last reports' request counts (allowed + denied) and their durations, ms. */
-  readonly counts: number[];
-  readonly elapsed: number[];
-  /** Report interval estimate, ms (the last report's `time_elapsed`). */
-  intervalMs: number;
-  /** When this stream last reported the bucket, ms. */
-  lastReportMs: number;
-  /** The share computed last (tokens per window). */
-  share: number;
-  /** The strategy last sent, and the share it carried; `undefined` before the first. */
-  sent: QuotaStrategy | undefined;
-  sentShare: number;
-  /** When it was sent, ms. */
-  sentAtMs: number;
-}
-
-/** A bucket (domain + id) and the streams that report it. */
-interface Bucket {
-  readonly key: string;
-  readonly domain: string;
-  readonly id: readonly BucketEntry[];
-  /** Its rule, for `snapshot`. */
-  rule: BucketRule;
-  snapshot: ConfigSnapshot | undefined;
-  readonly members: Map<QuotaStream, Member>;
-}
+/** Most peer replicas counted per bucket. */
+const MAX_PEERS = 1_000;
 
 /** The service: every open stream and bucket of this process. */
-export class QuotaService {
+export class QuotaService implements StreamOwner {
   private readonly snapshot: () => ConfigSnapshot | undefined;
   private readonly clock: Clock;
   private readonly counters: RlqsCounters;
@@ -125,6 +102,14 @@ export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
   private readonly buckets = new Map<string, Bucket>();
   private sweepTimer: NodeJS.Timeout | undefined;
+  private readonly exchange: DemandExchange | undefined;
+  private readonly exchangeTtlMs: number;
+  /** An exchange is running. */
+  private exchanging = false;
+  /** When the last exchange succeeded, ms. */
+  private exchangedMs = 0;
+  /** The exchange is failing (logged once per change). */
+  private exchangeFailing = false;
 
   constructor(options: QuotaServiceOptions) {
     this.snapshot = options.snapshot;
@@ -132,6 +117,8 @@ export class QuotaService {
     this.counters = options.counters;
     this.logger = options.logger;
     this.limits = { ...DEFAULT_QUOTA_LIMITS, ...stripUndefined(options.limits ?? {}) };
+    this.exchange = options.exchange;
+    this.exchangeTtlMs = options.exchangeTtlMs ?? 5_000;
   }
 
   /**
@@ -199,10 +186,70 @@ export class QuotaService {
     }
   }
 
-  /** Start the sweep: idle streams and buckets no longer reported (once a second). */
+  /**
+   * Start the sweep (idle streams, buckets no longer reported) and the exchange with the other
+   * replicas, once a second each.
+   */
   start(): void {
-    this.sweepTimer ??= setInterval(() => this.sweep(), 1_000);
+    this.sweepTimer ??= setInterval(() => {
+      this.sweep();
+      void this.exchangeDemand();
+    }, 1_000);
     this.sweepTimer.unref();
+  }
+
+  /**
+   * Publish this replica's demand per limited bucket and take in the other replicas' (one
+   * exchange at a time); buckets whose peers changed are rebalanced. While the exchange fails,
+   * the last view is kept for the exchange TTL, then dropped (each replica then splits the whole
+   * limit among its own streams: docs/rlqs.md). Called by the timer; tests call it directly.
+   */
+  async exchangeDemand(): Promise<void> {
+    const exchange = this.exchange;
+    if (exchange === undefined || this.exchanging) return;
+    this.exchanging = true;
+    try {
+      const now = this.clock();
+      const local: LocalDemand[] = [];
+      for (const bucket of this.buckets.values()) {
+        const rule = bucket.rule;
+        if (rule.kind !== 'limit') continue;
+        let demand = 0;
+        for (const member of bucket.members.values()) demand += demandOf(member, rule, now);
+        local.push({ key: bucket.key, demand, instances: bucket.members.size });
+      }
+      let peers: Map<string, PeerDemand[]>;
+      try {
+        peers = await exchange.exchange(local);
+      } catch (err) {
+        if (!this.exchangeFailing) {
+          this.exchangeFailing = true;
+          this.logger.warn({ err }, 'RLQS demand exchange failed; using the last view meanwhile');
+        }
+        if (this.clock() - this.exchangedMs > this.exchangeTtlMs) this.applyPeers(new Map());
+        return;
+      }
+      if (this.exchangeFailing) {
+        this.exchangeFailing = false;
+        this.logger.info('RLQS demand exchange works again');
+      }
+      this.exchangedMs = this.clock();
+      this.applyPeers(peers);
+    } finally {
+      this.exchanging = false;
+    }
+  }
+
+  /** Take in the peers' view; rebalance each bucket whose peers changed. */
+  private applyPeers(view: ReadonlyMap<string, readonly PeerDemand[]>): void {
+    const now = this.clock();
+    for (const bucket of this.buckets.values()) {
+      const next = view.get(bucket.key) ?? [];
+      if (samePeers(bucket.peers, next)) continue;
+      bucket.peers = next.slice(0, MAX_PEERS);
+      this.rebalance(bucket, now);
+    }
+    this.flushAll();
   }
 
   /** Stop the sweep (streams end with their transport). */
@@ -335,6 +382,7 @@ export class QuotaService {
         rule: bucketRule(snapshot, domain, id),
         snapshot,
         members: new Map(),
+        peers: [],
       };
       this.buckets.set(key, bucket);
     }
@@ -388,7 +436,7 @@ export class QuotaService {
     const shares =
       rule.kind === 'limit'
         ? computeShares(
-            rule.limit,
+            this.budgetOf(bucket, rule.limit, members, now),
             members.map((m) => demandOf(m, rule, now)),
             this.limits.reserveFraction,
           )
@@ -435,6 +483,20 @@ export class QuotaService {
     return share - member.sentShare >= Math.max(1, Math.ceil(member.sentShare / 10));
   }
 
+  /** This replica's part of `limit` for `bucket` (see {@link replicaBudget}). */
+  private budgetOf(bucket: Bucket, limit: number, members: readonly Member[], now: number): number {
+    const exchange = this.exchange;
+    if (exchange === undefined || bucket.peers.length === 0) return limit;
+    let demand = 0;
+    for (const member of members) demand += demandOf(member, bucket.rule, now);
+    return replicaBudget(
+      limit,
+      bucket.peers,
+      { replica: exchange.replica, demand, instances: members.length },
+      this.limits.reserveFraction,
+    );
+  }
+
   /** The assignment TTL for `member`: 4 report intervals, within the configured bounds. */
   private ttlOf(member: Member): number {
     const { minTtlMs, maxTtlMs } = this.limits;
@@ -465,104 +527,4 @@ export class QuotaService {
       this.closeStream(stream);
     }
   }
-}
-
-/**
- * One report stream (one Envoy instance, one filter config): the buckets it reports and the
- * actions waiting for its client to read (the latest per bucket only).
- */
-export class QuotaStream {
-  /** Its buckets, by bucket key. */
-  readonly members = new Map<string, Member>();
-  /** Actions not yet written, by bucket key: at most one per bucket it reports or abandoned. */
-  readonly pending = new Map<string, BucketAction>();
-  /** When it last reported, ms (its opening counts as one). */
-  lastReportMs: number;
-
-  constructor(
-    private readonly service: QuotaService,
-    /** The transport's side. */
-    readonly sink: QuotaSink,
-    openedMs: number,
-  ) {
-    this.lastReportMs = openedMs;
-  }
-
-  /** One report message arrived. */
-  report(reports: UsageReports): void {
-    this.service.handle(this, reports);
-  }
-
-  /** The client reads again (the transport's 'drain'): write what waits. */
-  flush(): void {
-    if (this.pending.size === 0 || !this.sink.writable()) return;
-    const actions = [...this.pending.values()];
-    this.pending.clear();
-    this.service.counted(actions);
-    this.sink.send(actions);
-  }
-
-  /** The stream ended: its shares return to the others. */
-  close(): void {
-    this.service.closeStream(this);
-  }
-
-  /** Queue `action` for bucket `key`, replacing one not yet written. */
-  queue(key: string, action: BucketAction): void {
-    this.pending.delete(key);
-    this.pending.set(key, action);
-  }
-}
-
-/**
- * The demand `member` reported, requests per window of `rule` (0 for an allowed bucket): its
- * last reports' requests over their time. A stream that has not reported the bucket for three
- * of its intervals counts as idle (Envoy may stop reporting a bucket without traffic).
- */
-function demandOf(member: Member, rule: BucketRule, now: number): number {
-  if (rule.kind !== 'limit') return 0;
-  if (member.intervalMs > 0 && now - member.lastReportMs > 3 * member.intervalMs) return 0;
-  let count = 0;
-  let elapsed = 0;
-  for (let i = 0; i < member.counts.length; i++) {
-    count += member.counts[i]!;
-    elapsed += member.elapsed[i]!;
-  }
-  if (elapsed <= 0) return count > 0 ? rule.limit : 0;
-  return (count / elapsed) * rule.windowMs;
-}
-
-const ALLOW_ALL: QuotaStrategy = { kind: 'allow_all' };
-const DENY_ALL: QuotaStrategy = { kind: 'deny_all' };
-
-/**
- * How Envoy enforces `share` of `rule` (docs/rlqs.md, "Strategies"): a token bucket refilled
- * with the share every window, holding the share (a window rule) or its part of the burst (a
- * token_bucket rule); allow-all for an allowed bucket, deny-all for a share of 0.
- */
-function strategyOf(rule: BucketRule, share: number): QuotaStrategy {
-  if (rule.kind === 'allow') return ALLOW_ALL;
-  if (share <= 0) return DENY_ALL;
-  const maxTokens = rule.tokenBucket
-    ? Math.max(1, Math.round((rule.burst * share) / rule.limit))
-    : share;
-  return {
-    kind: 'token_bucket',
-    maxTokens: Math.min(maxTokens, 0xffffffff),
-    tokensPerFill: Math.min(share, 0xffffffff),
-    fillIntervalMs: rule.windowMs,
-  };
-}
-
-/** The map key of a bucket: its domain and its entries sorted by key (JSON: unambiguous). */
-function bucketKey(domain: string, id: readonly BucketEntry[]): string {
-  const sorted = [...id].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return JSON.stringify([domain, ...sorted.map((e) => [e.key, e.value])]);
-}
-
-/** `partial` without its `undefined` fields. */
-function stripUndefined<T extends object>(partial: Partial<T>): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(partial).filter(([, v]) => v !== undefined),
-  ) as Partial<T>;
 }

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import { SluiceError } from '../errors.js';
 import type { BucketAction, BucketEntry, QuotaStrategy, UsageReports } from '../rlqs/model.js';
-import type { QuotaRefusal } from '../rlqs/quota-service.js';
+import type { QuotaRefusal } from '../rlqs/quota-stream.js';
 import { GrpcStatus, type GrpcStatusCode } from './status.js';
 
 /** sluice's `proto/` (as transport/grpc/proto.ts names it, without loading @grpc/grpc-js). */

@@ -6,7 +6,8 @@
  * never ends by design); when the server closes, every stream is ended OK so Envoy reconnects.
  */
 import type { Logger } from '../../logging/logger.js';
-import type { QuotaService, QuotaStream } from '../../rlqs/quota-service.js';
+import type { QuotaService } from '../../rlqs/quota-service.js';
+import type { QuotaStream } from '../../rlqs/quota-stream.js';
 import { GrpcStatus } from '../status.js';
 import { REFUSAL_STATUS, decodeUsageReports, encodeQuotaResponse } from '../rlqs-wire.js';
 import { fail, finishOk, respondOk } from './answers.js';

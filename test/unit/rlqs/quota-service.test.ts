@@ -11,12 +11,8 @@ import { silentLogger } from '../../../src/logging/logger.js';
 import { newRlqsCounters } from '../../../src/metrics/rlqs-metrics.js';
 import { bucketRule, orderBucketEntries } from '../../../src/rlqs/bucket-rule.js';
 import type { BucketAction, UsageReports } from '../../../src/rlqs/model.js';
-import {
-  QuotaService,
-  type QuotaLimits,
-  type QuotaRefusal,
-  type QuotaSink,
-} from '../../../src/rlqs/quota-service.js';
+import { QuotaService, type QuotaLimits } from '../../../src/rlqs/quota-service.js';
+import type { QuotaRefusal, QuotaSink } from '../../../src/rlqs/quota-stream.js';
 
 const RULES = `
 domain: rlqs

@@ -4,7 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { computeShares, shareFloor } from '../../../src/rlqs/shares.js';
+import { replicaBudget } from '../../../src/rlqs/assignment.js';
+import { DEFAULT_RESERVE_FRACTION, computeShares, shareFloor } from '../../../src/rlqs/shares.js';
 import { propertyRuns } from '../../helpers/property-budget.js';
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
@@ -98,5 +99,40 @@ describe('computeShares: properties', () => {
       }),
       { numRuns: propertyRuns(300) },
     );
+  });
+});
+
+describe('replicaBudget: several sluice replicas', () => {
+  it('every replica computing its part from the same view: the parts add up to the limit', () => {
+    const replica = fc.record({
+      demand: fc.double({ min: 0, max: 1e6, noNaN: true }),
+      instances: fc.integer({ min: 1, max: 20 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1_000_000 }),
+        fc.array(replica, { minLength: 1, maxLength: 8 }),
+        (limit, replicas) => {
+          const view = replicas.map((r, i) => ({ replica: `r${i}`, ...r }));
+          const parts = view.map((self) =>
+            replicaBudget(
+              limit,
+              view.filter((p) => p !== self),
+              self,
+              DEFAULT_RESERVE_FRACTION,
+            ),
+          );
+          expect(sum(parts)).toBe(limit);
+        },
+      ),
+      { numRuns: propertyRuns(300) },
+    );
+  });
+
+  it('a lone replica keeps the whole limit; a replica claiming absurd instances is capped', () => {
+    const self = { replica: 'a', demand: 10, instances: 1 };
+    expect(replicaBudget(100, [], self, DEFAULT_RESERVE_FRACTION)).toBe(100);
+    const hostile = { replica: 'b', demand: 1e12, instances: 1e9 };
+    expect(replicaBudget(100, [hostile], self, DEFAULT_RESERVE_FRACTION)).toBeGreaterThanOrEqual(0);
   });
 });
