@@ -160,3 +160,79 @@ describe('RLQS on the gRPC port', () => {
     expect(running.app.quota.pendingCount).toBe(0);
   });
 });
+
+describe('RLQS bounds on the gRPC port', () => {
+  let running: RunningApp;
+  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+
+  beforeAll(async () => {
+    running = await startApp([await ruleDir({ 'rlqs.yaml': RULES })], {
+      RLQS_MAX_STREAMS: '1',
+      RLQS_MAX_BUCKETS_PER_STREAM: '5',
+      GRPC_MAX_RECEIVE_MESSAGE_LENGTH: '65536',
+    });
+    client = new Client(
+      `127.0.0.1:${running.port}`,
+      grpc.credentials.createInsecure(),
+    ) as typeof client;
+  });
+  afterAll(async () => {
+    client?.close();
+    await running?.stop();
+  });
+
+  /** Open a stream, write `messages`, and resolve with the status it ends with. */
+  function statusOf(...messages: object[]): Promise<grpc.StatusObject> {
+    const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
+    call.on('data', () => {});
+    const ended = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+    call.on('error', () => {});
+    for (const message of messages) call.write(message);
+    return ended;
+  }
+
+  it('ends a stream past RLQS_MAX_BUCKETS_PER_STREAM with RESOURCE_EXHAUSTED', async () => {
+    const status = await statusOf(report(0, 6));
+    expect(status.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(status.details).toContain('RLQS_MAX_BUCKETS_PER_STREAM');
+    expect(running.app.quota.bucketCount).toBe(0);
+  });
+
+  it('ends a report larger than GRPC_MAX_RECEIVE_MESSAGE_LENGTH with RESOURCE_EXHAUSTED', async () => {
+    // One bucket with a 100 KB value: refused by its size before it is decoded.
+    const huge = {
+      domain: 'rlqs',
+      bucket_quota_usages: [
+        {
+          bucket_id: { bucket: { name: 'x'.repeat(100_000) } },
+          time_elapsed: { seconds: 1 },
+          num_requests_allowed: 1,
+        },
+      ],
+    };
+    const status = await statusOf(huge);
+    expect(status.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(running.app.quota.bucketCount).toBe(0);
+  });
+
+  it('refuses a second stream past RLQS_MAX_STREAMS; the first keeps working', async () => {
+    const first = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
+    const answers: unknown[] = [];
+    first.on('data', (m: unknown) => answers.push(m));
+    first.on('error', () => {});
+    first.write(report(0, 1));
+    await waitFor('the first stream assigned', () => answers.length === 1, { timeoutMs: 5_000 });
+    const status = await statusOf(report(1, 1));
+    expect(status.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(status.details).toBe(
+      'RLQS stream refused: 1 streams are open (RLQS_MAX_STREAMS); retry later',
+    );
+    first.write(report(2, 1));
+    await waitFor('the first stream still answered', () => answers.length === 2, {
+      timeoutMs: 5_000,
+    });
+    first.end();
+    await waitFor('closed', () => running.app.quota.streamCount === 0, { timeoutMs: 5_000 });
+    expect(running.app.metrics.rlqs.streamsRefused).toBe(2);
+  });
+});
