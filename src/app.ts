@@ -251,41 +251,6 @@ export async function createApp(options: AppOptions): Promise<App> {
     budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
-  const debugLog = logger.child({ module: 'debug' });
-  const debugConsole = createDebugConsole({
-    snapshot: current,
-    service,
-    store,
-    metrics,
-    health,
-    configStatus,
-    clock,
-    logger: debugLog,
-    storeInfo: { backend: settings.backendType, failureMode: settings.storeFailureMode },
-    shadowMode: settings.shadowMode,
-    resetEnabled: settings.debugConsoleResetEnabled,
-    listenHost: settings.debugHost,
-    resetToken: settings.debugConsoleResetToken,
-    sampleIntervalMs: options.consoleSampleIntervalMs,
-  });
-  const debugServer = createDebugServer({
-    snapshot: current,
-    store,
-    health,
-    metrics,
-    logger: debugLog,
-    console: debugConsole,
-    hostCheck: createHostCheck(settings.debugHost, settings.debugAllowedHosts),
-  });
-  const tls =
-    settings.grpcTls === undefined || tlsMaterial === undefined
-      ? undefined
-      : createServerTls({
-          settings: settings.grpcTls,
-          initial: tlsMaterial,
-          logger: logger.child({ module: 'tls' }),
-          metrics: metrics.tls,
-        });
   // With Redis, RLQS usage is shared between replicas (and WORKERS) on a client of its own.
   const redisOptions = storeOptions(settings).redis;
   const exchangeClient =
@@ -308,6 +273,42 @@ export async function createApp(options: AppOptions): Promise<App> {
             timeoutMs: redisOptions.main.timeoutMs,
           }),
   });
+  const debugLog = logger.child({ module: 'debug' });
+  const debugConsole = createDebugConsole({
+    snapshot: current,
+    service,
+    store,
+    metrics,
+    health,
+    configStatus,
+    clock,
+    logger: debugLog,
+    storeInfo: { backend: settings.backendType, failureMode: settings.storeFailureMode },
+    shadowMode: settings.shadowMode,
+    resetEnabled: settings.debugConsoleResetEnabled,
+    listenHost: settings.debugHost,
+    resetToken: settings.debugConsoleResetToken,
+    sampleIntervalMs: options.consoleSampleIntervalMs,
+    quota,
+  });
+  const debugServer = createDebugServer({
+    snapshot: current,
+    store,
+    health,
+    metrics,
+    logger: debugLog,
+    console: debugConsole,
+    hostCheck: createHostCheck(settings.debugHost, settings.debugAllowedHosts),
+  });
+  const tls =
+    settings.grpcTls === undefined || tlsMaterial === undefined
+      ? undefined
+      : createServerTls({
+          settings: settings.grpcTls,
+          initial: tlsMaterial,
+          logger: logger.child({ module: 'tls' }),
+          metrics: metrics.tls,
+        });
   const grpcServer = createServiceServer({
     kind: settings.grpcServer,
     service,
