@@ -479,6 +479,8 @@ export class QuotaService implements StreamOwner {
     if (now - member.sentAtMs >= ttlMs / 2) return true;
     if (strategy.kind !== 'token_bucket' || sent.kind !== 'token_bucket') return false;
     if (share < member.sentShare) return true;
+    // The same share of a changed rule (a reload: another burst or window) goes out at once.
+    if (sent.fillIntervalMs !== strategy.fillIntervalMs) return true;
     if (sent.maxTokens !== strategy.maxTokens && share === member.sentShare) return true;
     return share - member.sentShare >= Math.max(1, Math.ceil(member.sentShare / 10));
   }

@@ -343,3 +343,33 @@ describe('hostile streams', () => {
     expect(sink.sent[0]).toHaveLength(10);
   });
 });
+
+describe('a reload', () => {
+  it('pushes the new window at the next report, though the share is the same', () => {
+    const clock = createManualClock();
+    let current = snapshot;
+    const service = new QuotaService({
+      snapshot: () => current,
+      clock: clock.now,
+      counters: newRlqsCounters(),
+      logger: silentLogger(),
+    });
+    const sink = new RecordingSink();
+    const stream = service.open(sink)!;
+    stream.report(report('free-1', 1));
+    expect(sink.last().strategy).toMatchObject({ tokensPerFill: 100, fillIntervalMs: 60_000 });
+    current = buildSnapshot([
+      {
+        name: 'rlqs.yaml',
+        content: RULES.replace(
+          'unit: minute, requests_per_unit: 100',
+          'unit: hour, requests_per_unit: 100',
+        ),
+      },
+    ]);
+    clock.advance(1_000);
+    stream.report(report('free-1', 1));
+    expect(sink.sent).toHaveLength(2);
+    expect(sink.last().strategy).toMatchObject({ tokensPerFill: 100, fillIntervalMs: 3_600_000 });
+  });
+});
