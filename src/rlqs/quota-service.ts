@@ -38,6 +38,11 @@ export interface QuotaLimits {
   readonly maxStreams: number;
   /** Distinct buckets one stream may report; a report past it ends the stream. */
   readonly maxBucketsPerStream: number;
+  /**
+   * Stream-bucket records of the whole process (about 1.3 KB each, docs/rlqs.md); a report that
+   * would pass it ends its stream.
+   */
+  readonly maxBuckets: number;
   /** Entries in one bucket id. */
   readonly maxBucketEntries: number;
   /** Characters in one bucket id key or value, and in the domain. */
@@ -58,6 +63,7 @@ export interface QuotaLimits {
 const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
   maxStreams: 1_000,
   maxBucketsPerStream: 1_000,
+  maxBuckets: 100_000,
   maxBucketEntries: 16,
   maxValueLength: 1_024,
   reportsKept: 3,
@@ -102,6 +108,8 @@ export class QuotaService implements StreamOwner {
   private readonly streams = new Set<QuotaStream>();
   private readonly buckets = new Map<string, Bucket>();
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Stream-bucket records held (every stream's buckets). */
+  private memberCount = 0;
   private readonly exchange: DemandExchange | undefined;
   private readonly exchangeTtlMs: number;
   /** An exchange is running. */
@@ -360,6 +368,12 @@ export class QuotaService implements StreamOwner {
           `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
         ];
       }
+      if (this.memberCount + fresh.size > this.limits.maxBuckets) {
+        return [
+          'exhausted',
+          `RLQS streams report ${this.limits.maxBuckets} buckets in all (RLQS_MAX_BUCKETS); retry later`,
+        ];
+      }
     }
     return undefined;
   }
@@ -400,7 +414,8 @@ export class QuotaService implements StreamOwner {
     };
     bucket.members.set(stream, member);
     stream.members.set(key, member);
-    this.counters.buckets++;
+    this.memberCount++;
+    this.counters.buckets = this.memberCount;
     return member;
   }
 
@@ -409,7 +424,8 @@ export class QuotaService implements StreamOwner {
     const bucket = member.bucket;
     bucket.members.delete(member.stream);
     member.stream.members.delete(bucket.key);
-    this.counters.buckets--;
+    this.memberCount--;
+    this.counters.buckets = this.memberCount;
     if (bucket.members.size === 0) this.buckets.delete(bucket.key);
   }
 

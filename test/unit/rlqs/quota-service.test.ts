@@ -373,3 +373,21 @@ describe('a reload', () => {
     expect(sink.last().strategy).toMatchObject({ tokensPerFill: 100, fillIntervalMs: 3_600_000 });
   });
 });
+
+describe('the process-wide bound', () => {
+  it('ends the stream whose report would pass maxBuckets; the others keep theirs', () => {
+    const { service } = setup({ maxBuckets: 5 });
+    const first = new RecordingSink();
+    const usages = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => report(`free-${from + i}`, 1).usages[0]!);
+    service.open(first)!.report({ domain: 'rlqs', usages: usages(0, 4) });
+    const second = new RecordingSink();
+    service.open(second)!.report({ domain: 'rlqs', usages: usages(10, 2) });
+    expect(first.ended).toBeUndefined();
+    expect(second.ended).toEqual([
+      'exhausted',
+      'RLQS streams report 5 buckets in all (RLQS_MAX_BUCKETS); retry later',
+    ]);
+    expect(service.bucketCount).toBe(4);
+  });
+});
