@@ -29,7 +29,7 @@ const LAYERS = [
   },
   { name: 'console/ (the operator application on top of the service)', modules: ['console/'] },
   { name: 'transport/', modules: ['transport/'] },
-  { name: 'service/', modules: ['service/'] },
+  { name: 'service/ and rlqs/', modules: ['service/', 'rlqs/'] },
   { name: 'limiter/ and tracing/', modules: ['limiter/', 'tracing/'] },
   { name: 'config/', modules: ['config/'] },
   { name: 'stores/', modules: ['stores/'] },

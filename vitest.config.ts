@@ -36,6 +36,7 @@ const GRPC_INTEGRATION = [
   'telemetry-tracing',
   'hostile-clients',
   'node-client',
+  'rlqs',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
@@ -108,6 +109,7 @@ export default defineConfig({
             'test/e2e/envoy.test.ts',
             'test/e2e/envoy-tls.test.ts',
             'test/e2e/envoy-tracing.test.ts',
+            'test/e2e/rlqs.test.ts',
           ],
           env: { GRPC_SERVER: 'grpc-js' },
           testTimeout: 60_000,

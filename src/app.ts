@@ -2,6 +2,7 @@
  * Composition root: wires settings, config source, store, limiter, service and servers. Building
  * the app is separate from listening so tests build it, then listen on port 0.
  */
+import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import {
   createFileSource,
@@ -28,6 +29,9 @@ import { SLUICE_VERSION } from './version.js';
 import type { CounterStore } from './stores/counter-store.js';
 import { createStore } from './stores/index.js';
 import { createServiceServer } from './transport/service-server.js';
+import { createRedisDemandExchange } from './rlqs/demand-exchange.js';
+import { QuotaService } from './rlqs/quota-service.js';
+import { createRedisClient } from './stores/redis/connect.js';
 import { createDebugServer } from './transport/http/debug.js';
 import { createHostCheck } from './transport/http/host-check.js';
 import { createHttpServer } from './transport/http/server.js';
@@ -86,6 +90,8 @@ export interface App {
   close(): Promise<void>;
   /** The config snapshot currently serving. */
   snapshot(): ConfigSnapshot;
+  /** The Rate Limit Quota Service: its buckets and shares (docs/rlqs.md). */
+  readonly quota: QuotaService;
   /** The transport-independent service (for in-process callers and benchmarks). */
   readonly service: RateLimitService & Explainer;
   /** The counter store. */
@@ -245,6 +251,28 @@ export async function createApp(options: AppOptions): Promise<App> {
     budget: requestBudget,
     logger: logger.child({ module: 'http' }),
   });
+  // With Redis, RLQS usage is shared between replicas (and WORKERS) on a client of its own.
+  const redisOptions = storeOptions(settings).redis;
+  const exchangeClient =
+    redisOptions === undefined ? undefined : createRedisClient(redisOptions.main);
+  exchangeClient?.on('error', () => {});
+  const quota = new QuotaService({
+    snapshot: current,
+    clock,
+    counters: metrics.rlqs,
+    logger: logger.child({ module: 'rlqs' }),
+    limits: settings.rlqs,
+    exchange:
+      exchangeClient === undefined || redisOptions === undefined
+        ? undefined
+        : createRedisDemandExchange({
+            client: exchangeClient,
+            keyPrefix: redisOptions.keyPrefix,
+            replica: randomUUID(),
+            ttlMs: 5_000,
+            timeoutMs: redisOptions.main.timeoutMs,
+          }),
+  });
   const debugLog = logger.child({ module: 'debug' });
   const debugConsole = createDebugConsole({
     snapshot: current,
@@ -261,6 +289,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     listenHost: settings.debugHost,
     resetToken: settings.debugConsoleResetToken,
     sampleIntervalMs: options.consoleSampleIntervalMs,
+    quota,
   });
   const debugServer = createDebugServer({
     snapshot: current,
@@ -292,6 +321,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     limits: settings.grpcLimits,
     budget: requestBudget,
     metrics: metrics.transport,
+    quota,
   });
   const prometheusServer =
     stats.sink === 'prometheus'
@@ -319,6 +349,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     metrics,
     health,
     snapshot: current,
+    quota,
     async start() {
       if (firstUpdate !== undefined && !settings.forceStartWithoutInitialConfig) {
         // As the reference: no port opens before the xDS server's first update.
@@ -329,6 +360,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         }
       }
       const grpcPort = await grpcServer.listen(settings.grpcHost, settings.grpcPort);
+      quota.start();
       const httpPort = await listenAs(
         'HTTP',
         'HOST/PORT or --host/--port',
@@ -400,7 +432,10 @@ export async function createApp(options: AppOptions): Promise<App> {
         tls?.close();
         debugConsole.close();
         await Promise.all([
-          grpcServer.close(settings.shutdownGraceMs),
+          grpcServer.close(settings.shutdownGraceMs).finally(() => {
+            quota.stop();
+            exchangeClient?.disconnect();
+          }),
           httpServer.close(settings.shutdownGraceMs),
           debugServer.close(settings.shutdownGraceMs),
           prometheusServer?.close(settings.shutdownGraceMs),

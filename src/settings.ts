@@ -205,6 +205,16 @@ export interface Settings {
    */
   readonly maxRequestBufferBytes: number;
   /**
+   * The Rate Limit Quota Service's bounds (docs/rlqs.md, "Limits"): `RLQS_MAX_STREAMS` (default
+   * 1000) report streams open at once, `RLQS_MAX_BUCKETS_PER_STREAM` (1000) buckets one stream
+   * may report, `RLQS_MAX_BUCKETS` (100000) stream-bucket records in all.
+   */
+  readonly rlqs: {
+    readonly maxStreams: number;
+    readonly maxBucketsPerStream: number;
+    readonly maxBuckets: number;
+  };
+  /**
    * `HTTP_REQUEST_TIMEOUT` (default `30s`): time a request on the HTTP port (`/json` and the
    * others) may take to arrive whole, headers and body; at least 1 s.
    */
@@ -358,6 +368,11 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     stats: statsSettings(r),
     tracing: tracingSettings(r),
     ...grpcBudgets(r, maxMessageBytes),
+    rlqs: {
+      maxStreams: r.int('RLQS_MAX_STREAMS', 1_000, 1, 1_000_000),
+      maxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM', 1_000, 1, 1_000_000),
+      maxBuckets: r.int('RLQS_MAX_BUCKETS', 100_000, 1, 10_000_000),
+    },
     httpRequestTimeoutMs: r.duration('HTTP_REQUEST_TIMEOUT', 30_000),
   };
 

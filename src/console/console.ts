@@ -12,6 +12,7 @@ import type { ConfigSnapshot } from '../config/types.js';
 import type { Logger } from '../logging/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { HealthSignal } from '../service/health.js';
+import type { QuotaService } from '../rlqs/quota-service.js';
 import type { Explainer } from '../service/rate-limit-service.js';
 import type { CounterStore } from '../stores/counter-store.js';
 import { isLoopbackHost } from '../transport/http/host-check.js';
@@ -23,6 +24,7 @@ import { hotPanel } from './hot.js';
 import { JSON_TYPE, sendJson, type ConsoleEndpoint } from './http.js';
 import { nowPanel } from './now.js';
 import { resetPanel } from './reset.js';
+import { rlqsPanel } from './rlqs.js';
 import { rulesView } from './rules.js';
 import { createSampler } from './sampler.js';
 import { tryPanel } from './try.js';
@@ -68,6 +70,8 @@ export interface ConsoleOptions {
   readonly resetToken?: string | undefined;
   /** Time between samples of the charts, ms (default 5000). */
   readonly sampleIntervalMs?: number;
+  /** The Rate Limit Quota Service, for `/api/rlqs`; `undefined`: that endpoint is not served. */
+  readonly quota?: QuotaService | undefined;
 }
 
 /** The console, ready to mount on the debug server. */
@@ -158,6 +162,7 @@ export function createDebugConsole(options: ConsoleOptions): DebugConsole {
       tokenDigest,
       onLoopback,
     }),
+    ...(options.quota === undefined ? [] : [rlqsPanel(options.quota)]),
     { path: '/console/console.js', help: 'console: the page script', route: asset('console.js') },
     { path: '/console/console.css', help: 'console: the page style', route: asset('console.css') },
   ];

@@ -21,6 +21,7 @@ import {
 } from './rule-series.js';
 import { plainCounter, plainGauge } from './plain-metrics.js';
 import { createServiceMetrics, type ServiceCounters } from './service-metrics.js';
+import { newRlqsCounters, registerRlqsMetrics, type RlqsCounters } from './rlqs-metrics.js';
 import { createStoreMetrics, type StoreMetricsSink } from './store-metrics.js';
 import { createTlsMetrics, type TlsMetricsSink } from './tls-metrics.js';
 import { createTracingMetrics, type TracingMetricsSink } from './tracing-metrics.js';
@@ -38,6 +39,7 @@ export {
   type RuleStats,
 } from './rule-series.js';
 export type { ServiceCounters } from './service-metrics.js';
+export type { RlqsCounters } from './rlqs-metrics.js';
 export type { StoreMetricsSink } from './store-metrics.js';
 export type { TlsMetricsSink } from './tls-metrics.js';
 export type { TracingMetricsSink } from './tracing-metrics.js';
@@ -90,6 +92,8 @@ export interface Metrics {
   readonly transport: TransportMetricsSink;
   /** The sink tracing reports dropped spans to (docs/operations-tracing.md). */
   readonly tracing: TracingMetricsSink;
+  /** The Rate Limit Quota Service's counters and gauges (docs/rlqs.md). */
+  readonly rlqs: RlqsCounters;
   /** `floor(float32(limit) x float32(ratio))`, the reference's near-limit threshold. */
   nearThreshold(limit: number): number;
   /**
@@ -149,6 +153,13 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_transport_refusals_total',
   'sluice_request_buffer_bytes',
   'sluice_tracing_spans_dropped_total',
+  'sluice_rlqs_streams',
+  'sluice_rlqs_buckets',
+  'sluice_rlqs_reports_total',
+  'sluice_rlqs_reported_requests_total',
+  'sluice_rlqs_assignments_total',
+  'sluice_rlqs_abandons_total',
+  'sluice_rlqs_streams_refused_total',
 ];
 
 /** Create the metrics (one registry per instance, so tests can run several apps). */
@@ -189,6 +200,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const tls = createTlsMetrics(registry);
   const transport = createTransportMetrics(registry, options.requestBufferBytes);
   const tracing = createTracingMetrics(registry);
+  const rlqs = newRlqsCounters();
+  registerRlqsMetrics(registry, rlqs);
 
   return {
     registry,
@@ -197,6 +210,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     tracing,
     tls,
     store,
+    rlqs,
     nearThreshold(limit) {
       return Math.floor(Math.fround(Math.fround(limit) * ratio));
     },

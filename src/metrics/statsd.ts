@@ -15,6 +15,7 @@ import net from 'node:net';
 import type { Logger } from '../logging/logger.js';
 import type { Metrics } from './metrics.js';
 import { RULE_SERIES, type RuleStats } from './rule-series.js';
+import { RLQS_STATSD } from './rlqs-metrics.js';
 import { formatLine, safeStatsKey, tagSuffix, type Mogrifier, type Tag } from './statsd-format.js';
 
 /** Latencies of one flush interval, at most `capacity` of them, chosen uniformly (Algorithm R). */
@@ -147,6 +148,7 @@ export function collectLines(
     }
   }
   for (const [name, read] of SERVICE_STATS) counter(name, name, read(metrics));
+  for (const [name, read] of RLQS_STATSD) counter(name, name, read(metrics.rlqs));
   const rate = latencies.rate;
   for (const seconds of latencies.samples) {
     const ms = Number((seconds * 1000).toFixed(3));

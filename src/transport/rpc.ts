@@ -6,6 +6,7 @@
  */
 import type { Logger } from '../logging/logger.js';
 import type { TransportMetricsSink } from '../metrics/metrics.js';
+import type { QuotaService } from '../rlqs/quota-service.js';
 import type { HealthSignal } from '../service/health.js';
 import type { RateLimitService } from '../service/rate-limit-service.js';
 import type { GrpcConnectionSettings, GrpcLimits, RequestBudget } from './limits.js';
@@ -13,6 +14,9 @@ import type { ServerTls } from './tls.js';
 
 /** Fully-qualified RateLimitService name, as Envoy calls it. */
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
+
+/** Fully-qualified name of Envoy's Rate Limit Quota Service (docs/rlqs.md). */
+export const RLQS_SERVICE_NAME = 'envoy.service.rate_limit_quota.v3.RateLimitQuotaService';
 
 /** Fully-qualified name of the standard gRPC health service. */
 const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
@@ -24,6 +28,8 @@ const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
 export const METHOD_PATHS = {
   /** RateLimitService/ShouldRateLimit: unary, the hot path. */
   shouldRateLimit: `/${RLS_SERVICE_NAME}/ShouldRateLimit`,
+  /** RateLimitQuotaService/StreamRateLimitQuotas: bidirectional, long-lived (docs/rlqs.md). */
+  streamRateLimitQuotas: `/${RLQS_SERVICE_NAME}/StreamRateLimitQuotas`,
   /** grpc.health.v1.Health/Check: unary. */
   healthCheck: `/${HEALTH_SERVICE_NAME}/Check`,
   /** grpc.health.v1.Health/Watch: server streaming. */
@@ -75,6 +81,11 @@ export interface ServiceServerOptions {
    * shared with the HTTP server; `undefined`: one of the server's own with the default bound.
    */
   readonly budget?: RequestBudget | undefined;
+  /**
+   * The Rate Limit Quota Service the port serves (docs/rlqs.md); `undefined`: its method is
+   * answered UNIMPLEMENTED.
+   */
+  readonly quota?: QuotaService | undefined;
   /** Where refusals are counted; `undefined`: nowhere. */
   readonly metrics?: TransportMetricsSink | undefined;
 }

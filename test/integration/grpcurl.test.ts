@@ -41,9 +41,10 @@ describe.skipIf(requirement.skip).each(['lean', 'grpc-js'])(
       return result.stdout;
     }
 
-    it('lists RateLimitService, Health and the reflection service', async () => {
+    it('lists RateLimitService, the RLQS, Health and the reflection service', async () => {
       const services = (await ok(address, 'list')).trim().split('\n').sort();
       expect(services).toEqual([
+        'envoy.service.rate_limit_quota.v3.RateLimitQuotaService',
         'envoy.service.ratelimit.v3.RateLimitService',
         'grpc.health.v1.Health',
         'grpc.reflection.v1.ServerReflection',
@@ -51,6 +52,11 @@ describe.skipIf(requirement.skip).each(['lean', 'grpc-js'])(
       ]);
       expect((await ok(address, 'list', 'grpc.health.v1.Health')).trim().split('\n')).toContain(
         'grpc.health.v1.Health.Check',
+      );
+      expect(
+        await ok(address, 'describe', 'envoy.service.rate_limit_quota.v3.RateLimitQuotaService'),
+      ).toMatch(
+        /rpc StreamRateLimitQuotas \( stream \.envoy\.service\.rate_limit_quota\.v3\.RateLimitQuotaUsageReports \) returns \( stream \.envoy\.service\.rate_limit_quota\.v3\.RateLimitQuotaResponse \);/,
       );
     });
 

@@ -11,6 +11,7 @@
 import http2 from 'node:http2';
 import type { Logger } from '../../logging/logger.js';
 import { parseGrpcTimeout } from '../h2/framing.js';
+import { METHOD_PATHS } from '../rpc.js';
 import {
   MAX_TIMER_MS,
   STREAM_OVERHEAD_BYTES,
@@ -116,6 +117,9 @@ export function createGuard(options: GuardOptions): Guard {
       const ms = parseGrpcTimeout(timeout);
       if (ms !== undefined && ms > MAX_TIMER_MS) headers['grpc-timeout'] = MAX_GRPC_TIMEOUT;
     }
+    // An RLQS stream's request never ends by design: its messages are bounded by the receive
+    // limit one by one, and the quota service bounds what the stream holds (docs/rlqs.md).
+    if (headers[':path'] === METHOD_PATHS.streamRateLimitQuotas) return;
     const session = stream.session as ConnectionSession;
     let connection = session[CONNECTION];
     if (connection === undefined) connection = session[CONNECTION] = { held: 0 };

@@ -26,6 +26,7 @@ import path from 'node:path';
 import type * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
+import { RLQS_PROTO } from '../rlqs-wire.js';
 import { PROTO_DIR, RLS_PROTO } from './proto.js';
 
 /** The reflection data of everything sluice serves. */
@@ -116,9 +117,16 @@ function buildDescriptors(): ReflectionDescriptors {
   // protobufjs's bundled copies and never reach this hook.
   root.resolvePath = (_origin, target) =>
     path.isAbsolute(target) ? target : path.join(PROTO_DIR, target);
-  root.loadSync([path.join(PROTO_DIR, RLS_PROTO), ...PACKAGE_FILES.map((file) => file.source)], {
-    keepCase: true,
-  });
+  root.loadSync(
+    [
+      path.join(PROTO_DIR, RLS_PROTO),
+      path.join(PROTO_DIR, RLQS_PROTO),
+      ...PACKAGE_FILES.map((file) => file.source),
+    ],
+    {
+      keepCase: true,
+    },
+  );
   root.resolveAll();
 
   const fileOf = fileNamer(root);

@@ -27,6 +27,7 @@ import { loadRlsPackage, rlsServiceDefinition } from './proto.js';
 import { RLS_SERVICE_NAME, type ServiceServer, type ServiceServerOptions } from '../rpc.js';
 import { GRPC_ADDRESS_SETTINGS, listenFailure } from '../listen.js';
 import { reflectionPackageDefinition } from './reflection.js';
+import { addRlqsService } from './rlqs.js';
 
 /**
  * grpc-js channel options for `connections`; a limit of 0 (never) is left out, since grpc-js
@@ -121,6 +122,9 @@ export function createGrpcServer(options: ServiceServerOptions): ServiceServer {
     },
   });
 
+  const rlqs =
+    options.quota === undefined ? undefined : addRlqsService(server, options.quota, logger);
+
   const credentials =
     options.tls === undefined
       ? { value: grpc.ServerCredentials.createInsecure(), close: () => undefined }
@@ -154,6 +158,7 @@ export function createGrpcServer(options: ServiceServerOptions): ServiceServer {
     },
     close(graceMs) {
       guard.close();
+      rlqs?.endAll();
       credentials.close();
       stopHealthWatch?.();
       health.setStatus('', 'NOT_SERVING');

@@ -150,7 +150,7 @@ export class CallAssembler {
       headers: this.traceHeaders ? headers : undefined,
     };
     if (!this.hold(call, STREAM_OVERHEAD_BYTES)) return;
-    this.ledger.unfinished.add(call);
+    if (method.untimed !== true) this.ledger.unfinished.add(call);
     const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
     if (timeoutMs !== undefined) {
       if (Number.isNaN(timeoutMs)) {

@@ -39,6 +39,11 @@ export interface Method {
   readonly kind: Kind;
   /** Handle one request message of `call` (decompressed, without its 5-byte prefix). */
   readonly handle: (call: Call, message: Buffer) => void;
+  /**
+   * A stream whose request never ends by design (RLQS): exempt from `GRPC_REQUEST_TIMEOUT`.
+   * Its messages are still bounded by the receive limit and the byte budgets.
+   */
+  readonly untimed?: boolean;
 }
 
 /** The state of one call; kept on its stream so the shared listeners need no closures. */

@@ -8,6 +8,7 @@ import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { RateLimitResponse } from '../../model.js';
 import type { HealthSignal } from '../../service/health.js';
+import type { QuotaService } from '../../rlqs/quota-service.js';
 import type { RateLimitService } from '../../service/rate-limit-service.js';
 import { METHOD_PATHS, RLS_SERVICE_NAME } from '../rpc.js';
 import { GrpcStatus, toCallError, unmarshalErrorText } from '../status.js';
@@ -21,6 +22,7 @@ import {
   encodeRateLimitResponse,
 } from './codec.js';
 import { PREFIX_BYTES, frame, writePrefix } from './framing.js';
+import { createRlqsMethod } from './rlqs-method.js';
 
 /** Answers server reflection requests (one request message in, one response message out). */
 export interface ReflectionHandler {
@@ -40,6 +42,8 @@ export interface MethodTableOptions {
   readonly health: HealthSignal | undefined;
   /** Server reflection; `undefined`: its paths are not in the table (UNIMPLEMENTED). */
   readonly reflection: ReflectionHandler | undefined;
+  /** The Rate Limit Quota Service; `undefined`: its path is not in the table (UNIMPLEMENTED). */
+  readonly quota?: QuotaService | undefined;
   /** Whether health answers SERVING now (listening, not closing, the instance healthy). */
   readonly serving: () => boolean;
   /** Whether the server is closing: Watch streams say NOT_SERVING and end. */
@@ -50,7 +54,10 @@ export interface MethodTableOptions {
 export interface MethodTable {
   /** Every method served, by `:path`; any other path is answered UNIMPLEMENTED. */
   readonly byPath: ReadonlyMap<string, Method>;
-  /** Re-check every open Watch stream (the server started listening, or is closing). */
+  /**
+   * Re-check every open Watch stream (the server started listening, or is closing); when
+   * closing, also end every RLQS stream, so Envoy reconnects elsewhere.
+   */
   recheckWatches(): void;
 }
 
@@ -153,9 +160,12 @@ export function createMethodTable(options: MethodTableOptions): MethodTable {
   for (const path of reflection?.paths ?? []) {
     byPath.set(path, { kind: Kind.Bidi, handle: reflectionMessage });
   }
+  const rlqs = options.quota === undefined ? undefined : createRlqsMethod(options.quota, logger);
+  if (rlqs !== undefined) byPath.set(METHOD_PATHS.streamRateLimitQuotas, rlqs.method);
   return {
     byPath,
     recheckWatches() {
+      if (closing()) rlqs?.endAll();
       // A copy: a check that ends its stream (closing) leaves the set.
       for (const check of [...watchers]) check();
     },

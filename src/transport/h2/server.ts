@@ -64,6 +64,7 @@ export function createLeanServer(options: LeanServerOptions): ServiceServer {
     logger,
     health,
     reflection: options.reflection,
+    quota: options.quota,
     serving: () => listening && !closing && (health?.serving() ?? true),
     closing: () => closing,
   });

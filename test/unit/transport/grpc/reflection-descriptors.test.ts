@@ -67,8 +67,11 @@ describe('reflection descriptors', () => {
     expect([...files.keys()].sort()).toEqual([
       'envoy/config/core/v3/base.proto',
       'envoy/extensions/common/ratelimit/v3/ratelimit.proto',
+      'envoy/service/rate_limit_quota/v3/rlqs.proto',
       'envoy/service/ratelimit/v3/rls.proto',
+      'envoy/type/v3/ratelimit_strategy.proto',
       'envoy/type/v3/ratelimit_unit.proto',
+      'envoy/type/v3/token_bucket.proto',
       'google/protobuf/duration.proto',
       'google/protobuf/struct.proto',
       'google/protobuf/timestamp.proto',
@@ -108,6 +111,7 @@ describe('reflection descriptors', () => {
 
   it('lists the services and finds files by symbol and by name, with their imports', () => {
     expect(data.services).toEqual([
+      'envoy.service.rate_limit_quota.v3.RateLimitQuotaService',
       'envoy.service.ratelimit.v3.RateLimitService',
       'grpc.health.v1.Health',
       'grpc.reflection.v1.ServerReflection',
@@ -135,6 +139,20 @@ describe('reflection descriptors', () => {
       'grpc/health/v1/health.proto',
     ]);
     expect(data.fileByName('health.proto')).toBeUndefined();
+    expect(
+      names(
+        data.fileContainingSymbol(
+          'envoy.service.rate_limit_quota.v3.RateLimitQuotaService.StreamRateLimitQuotas',
+        ),
+      ).sort(),
+    ).toEqual([
+      'envoy/service/rate_limit_quota/v3/rlqs.proto',
+      'envoy/type/v3/ratelimit_strategy.proto',
+      'envoy/type/v3/ratelimit_unit.proto',
+      'envoy/type/v3/token_bucket.proto',
+      'google/protobuf/duration.proto',
+      'google/protobuf/wrappers.proto',
+    ]);
     expect(data.fileContainingSymbol('envoy.service.ratelimit.v3.Nope')).toBeUndefined();
   });
 

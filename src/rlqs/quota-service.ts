@@ -1,0 +1,548 @@
+/**
+ * The Rate Limit Quota Service in domain terms (docs/rlqs.md): report streams come in from the
+ * transports, each report's buckets are matched to rules (./bucket-rule.ts), each bucket's
+ * budget is split between the streams that report it (./shares.ts), and an assignment is pushed
+ * to a stream when its share changes, when a bucket is new to it (the first report is a watch),
+ * and before the last one expires. Everything one stream holds is bounded (buckets, pending
+ * actions); a stream whose client does not read gets no more writes, only its latest action per
+ * bucket is kept until it drains.
+ */
+import type { Clock } from '../clock.js';
+import type { ConfigSnapshot } from '../config/types.js';
+import type { Logger } from '../logging/logger.js';
+import type { RlqsCounters } from '../metrics/metrics.js';
+import { bucketRule } from './bucket-rule.js';
+import type { DemandExchange, LocalDemand, PeerDemand } from './demand-exchange.js';
+import type { BucketAction, BucketEntry, QuotaStrategy, UsageReports } from './model.js';
+import {
+  QuotaStream,
+  type Bucket,
+  type Member,
+  type QuotaRefusal,
+  type QuotaSink,
+  type StreamOwner,
+} from './quota-stream.js';
+import {
+  bucketKey,
+  demandOf,
+  replicaBudget,
+  samePeers,
+  strategyOf,
+  stripUndefined,
+} from './assignment.js';
+import { DEFAULT_RESERVE_FRACTION, computeShares } from './shares.js';
+
+/** Bounds and timings of the service (docs/rlqs.md, "Limits"). */
+export interface QuotaLimits {
+  /** Report streams open at once; one more is refused RESOURCE_EXHAUSTED. */
+  readonly maxStreams: number;
+  /** Distinct buckets one stream may report; a report past it ends the stream. */
+  readonly maxBucketsPerStream: number;
+  /**
+   * Stream-bucket records of the whole process (about 1.3 KB each, docs/rlqs.md); a report that
+   * would pass it ends its stream.
+   */
+  readonly maxBuckets: number;
+  /** Entries in one bucket id. */
+  readonly maxBucketEntries: number;
+  /** Characters in one bucket id key or value, and in the domain. */
+  readonly maxValueLength: number;
+  /** Reports a stream's demand is averaged over, per bucket. */
+  readonly reportsKept: number;
+  /** Shortest assignment time to live, ms (the TTL is 4 report intervals, at least this). */
+  readonly minTtlMs: number;
+  /** Longest assignment time to live, ms. */
+  readonly maxTtlMs: number;
+  /** A stream that sends no report for this long is ended (DEADLINE_EXCEEDED); 0: never. */
+  readonly idleStreamMs: number;
+  /** Part of each limit set aside as the instances' floors (./shares.ts). */
+  readonly reserveFraction: number;
+}
+
+/** The defaults of {@link QuotaLimits}. */
+const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
+  maxStreams: 1_000,
+  maxBucketsPerStream: 1_000,
+  maxBuckets: 100_000,
+  maxBucketEntries: 16,
+  maxValueLength: 1_024,
+  reportsKept: 3,
+  minTtlMs: 10_000,
+  maxTtlMs: 300_000,
+  idleStreamMs: 600_000,
+  reserveFraction: DEFAULT_RESERVE_FRACTION,
+};
+
+/** Options of {@link QuotaService}. */
+export interface QuotaServiceOptions {
+  /** The rules serving now (`undefined`: none loaded, every bucket is allowed). */
+  readonly snapshot: () => ConfigSnapshot | undefined;
+  /** Time source, ms. */
+  readonly clock: Clock;
+  /** Where streams, buckets, reports and assignments are counted. */
+  readonly counters: RlqsCounters;
+  /** Module logger. */
+  readonly logger: Logger;
+  /** Bounds; `undefined` fields take {@link DEFAULT_QUOTA_LIMITS}. */
+  readonly limits?: Partial<QuotaLimits> | undefined;
+  /**
+   * Where replicas share their demand (Redis); `undefined`: this process splits each limit
+   * among its own streams only.
+   */
+  readonly exchange?: DemandExchange | undefined;
+  /** How long the other replicas' last numbers are used while the exchange fails, ms. */
+  readonly exchangeTtlMs?: number;
+}
+
+/** Most peer replicas counted per bucket. */
+const MAX_PEERS = 1_000;
+
+/** The service: every open stream and bucket of this process. */
+export class QuotaService implements StreamOwner {
+  private readonly snapshot: () => ConfigSnapshot | undefined;
+  private readonly clock: Clock;
+  private readonly counters: RlqsCounters;
+  private readonly logger: Logger;
+  /** The bounds in force. */
+  readonly limits: QuotaLimits;
+  private readonly streams = new Set<QuotaStream>();
+  private readonly buckets = new Map<string, Bucket>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  /** Stream-bucket records held (every stream's buckets). */
+  private memberCount = 0;
+  private readonly exchange: DemandExchange | undefined;
+  private readonly exchangeTtlMs: number;
+  /** An exchange is running. */
+  private exchanging = false;
+  /** When the last exchange succeeded, ms. */
+  private exchangedMs = 0;
+  /** The exchange is failing (logged once per change). */
+  private exchangeFailing = false;
+
+  constructor(options: QuotaServiceOptions) {
+    this.snapshot = options.snapshot;
+    this.clock = options.clock;
+    this.counters = options.counters;
+    this.logger = options.logger;
+    this.limits = { ...DEFAULT_QUOTA_LIMITS, ...stripUndefined(options.limits ?? {}) };
+    this.exchange = options.exchange;
+    this.exchangeTtlMs = options.exchangeTtlMs ?? 5_000;
+  }
+
+  /**
+   * Open a stream answering into `sink`, or `undefined` after ending it through `sink` when
+   * `maxStreams` are open.
+   */
+  open(sink: QuotaSink): QuotaStream | undefined {
+    if (this.streams.size >= this.limits.maxStreams) {
+      this.counters.streamsRefused++;
+      sink.end(
+        'exhausted',
+        `RLQS stream refused: ${this.limits.maxStreams} streams are open (RLQS_MAX_STREAMS); retry later`,
+      );
+      return undefined;
+    }
+    const stream = new QuotaStream(this, sink, this.clock());
+    this.streams.add(stream);
+    this.counters.streams = this.streams.size;
+    return stream;
+  }
+
+  /** Streams open now. */
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Actions waiting for their clients to read, over every stream (bounded by their buckets). */
+  get pendingCount(): number {
+    let pending = 0;
+    for (const stream of this.streams) pending += stream.pending.size;
+    return pending;
+  }
+
+  /** Buckets known now (each reported by at least one stream). */
+  get bucketCount(): number {
+    return this.buckets.size;
+  }
+
+  /**
+   * Each bucket, its rule and its streams' demands and shares, for the console and tests;
+   * `limit` is `undefined` for an allowed bucket.
+   */
+  *describe(): IterableIterator<{
+    readonly domain: string;
+    readonly bucketId: readonly BucketEntry[];
+    readonly limit: number | undefined;
+    readonly shares: readonly {
+      readonly demand: number;
+      readonly share: number;
+      readonly sent: number | undefined;
+    }[];
+  }> {
+    for (const bucket of this.buckets.values()) {
+      const rule = bucket.rule;
+      yield {
+        domain: bucket.domain,
+        bucketId: bucket.id,
+        limit: rule.kind === 'limit' ? rule.limit : undefined,
+        shares: [...bucket.members.values()].map((m) => ({
+          demand: demandOf(m, rule, this.clock()),
+          share: m.share,
+          sent: m.sent === undefined ? undefined : m.sentShare,
+        })),
+      };
+    }
+  }
+
+  /**
+   * Start the sweep (idle streams, buckets no longer reported) and the exchange with the other
+   * replicas, once a second each.
+   */
+  start(): void {
+    this.sweepTimer ??= setInterval(() => {
+      this.sweep();
+      void this.exchangeDemand();
+    }, 1_000);
+    this.sweepTimer.unref();
+  }
+
+  /**
+   * Publish this replica's demand per limited bucket and take in the other replicas' (one
+   * exchange at a time); buckets whose peers changed are rebalanced. While the exchange fails,
+   * the last view is kept for the exchange TTL, then dropped (each replica then splits the whole
+   * limit among its own streams: docs/rlqs.md). Called by the timer; tests call it directly.
+   */
+  async exchangeDemand(): Promise<void> {
+    const exchange = this.exchange;
+    if (exchange === undefined || this.exchanging) return;
+    this.exchanging = true;
+    try {
+      const now = this.clock();
+      const local: LocalDemand[] = [];
+      for (const bucket of this.buckets.values()) {
+        const rule = bucket.rule;
+        if (rule.kind !== 'limit') continue;
+        let demand = 0;
+        for (const member of bucket.members.values()) demand += demandOf(member, rule, now);
+        local.push({ key: bucket.key, demand, instances: bucket.members.size });
+      }
+      let peers: Map<string, PeerDemand[]>;
+      try {
+        peers = await exchange.exchange(local);
+      } catch (err) {
+        if (!this.exchangeFailing) {
+          this.exchangeFailing = true;
+          this.logger.warn({ err }, 'RLQS demand exchange failed; using the last view meanwhile');
+        }
+        if (this.clock() - this.exchangedMs > this.exchangeTtlMs) this.applyPeers(new Map());
+        return;
+      }
+      if (this.exchangeFailing) {
+        this.exchangeFailing = false;
+        this.logger.info('RLQS demand exchange works again');
+      }
+      this.exchangedMs = this.clock();
+      this.applyPeers(peers);
+    } finally {
+      this.exchanging = false;
+    }
+  }
+
+  /** Take in the peers' view; rebalance each bucket whose peers changed. */
+  private applyPeers(view: ReadonlyMap<string, readonly PeerDemand[]>): void {
+    const now = this.clock();
+    for (const bucket of this.buckets.values()) {
+      const next = view.get(bucket.key) ?? [];
+      if (samePeers(bucket.peers, next)) continue;
+      bucket.peers = next.slice(0, MAX_PEERS);
+      this.rebalance(bucket, now);
+    }
+    this.flushAll();
+  }
+
+  /** Stop the sweep (streams end with their transport). */
+  stop(): void {
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+  }
+
+  /**
+   * End streams idle past `idleStreamMs`; abandon each bucket a stream stopped reporting (no
+   * report for twice its TTL), returning its share to the others. Called by the timer; tests
+   * call it with a manual clock.
+   */
+  sweep(): void {
+    const now = this.clock();
+    const { idleStreamMs } = this.limits;
+    const touched = new Set<Bucket>();
+    for (const stream of [...this.streams]) {
+      if (idleStreamMs > 0 && now - stream.lastReportMs >= idleStreamMs) {
+        this.counters.streamsRefused++;
+        stream.sink.end('idle', `no RLQS report for ${idleStreamMs} ms; reconnect`);
+        this.closeStream(stream);
+        continue;
+      }
+      for (const member of stream.members.values()) {
+        if (now - member.lastReportMs < 2 * this.ttlOf(member)) continue;
+        this.leave(member);
+        touched.add(member.bucket);
+        stream.queue(member.bucket.key, { kind: 'abandon', bucketId: member.bucket.id });
+      }
+    }
+    for (const bucket of touched) this.rebalance(bucket, now);
+    this.flushAll();
+  }
+
+  /** Handle one report of `stream` (see {@link QuotaStream.report}). */
+  report(stream: QuotaStream, reports: UsageReports): void {
+    const problem = this.check(stream, reports);
+    if (problem !== undefined) {
+      this.counters.streamsRefused++;
+      stream.sink.end(problem[0], problem[1]);
+      this.closeStream(stream);
+      return;
+    }
+    const now = this.clock();
+    stream.lastReportMs = now;
+    this.counters.reports++;
+    const snapshot = this.snapshot();
+    const touched = new Set<Bucket>();
+    for (const usage of reports.usages) {
+      const key = bucketKey(reports.domain, usage.bucketId);
+      let member = stream.members.get(key);
+      if (member === undefined) {
+        member = this.join(stream, key, reports.domain, usage.bucketId, now);
+      }
+      const bucket = member.bucket;
+      if (bucket.snapshot !== snapshot) {
+        bucket.snapshot = snapshot;
+        bucket.rule = bucketRule(snapshot, bucket.domain, bucket.id);
+      }
+      const count = usage.allowed + usage.denied;
+      this.counters.requestsAllowed += usage.allowed;
+      this.counters.requestsDenied += usage.denied;
+      member.counts.push(count);
+      member.elapsed.push(usage.elapsedMs);
+      if (member.counts.length > this.limits.reportsKept) {
+        member.counts.shift();
+        member.elapsed.shift();
+      }
+      if (usage.elapsedMs > 0) member.intervalMs = usage.elapsedMs;
+      member.lastReportMs = now;
+      touched.add(bucket);
+    }
+    for (const bucket of touched) this.rebalance(bucket, now);
+    this.flushAll();
+  }
+
+  /** A reason to refuse `reports`, or `undefined`. */
+  private check(stream: QuotaStream, reports: UsageReports): [QuotaRefusal, string] | undefined {
+    const { maxBucketEntries, maxValueLength, maxBucketsPerStream } = this.limits;
+    if (reports.domain === '') return ['invalid', 'RLQS report without a domain'];
+    if (reports.domain.length > maxValueLength) {
+      return ['invalid', `RLQS report domain longer than ${maxValueLength} characters`];
+    }
+    // Buckets new to the stream, each once (a report may name a bucket several times); the set
+    // stops growing at the bound.
+    const fresh = new Set<string>();
+    const room = maxBucketsPerStream - stream.members.size;
+    for (const usage of reports.usages) {
+      const id = usage.bucketId;
+      if (id.length === 0) return ['invalid', 'RLQS report names a bucket with an empty id'];
+      if (id.length > maxBucketEntries) {
+        return ['invalid', `RLQS bucket id with more than ${maxBucketEntries} entries`];
+      }
+      for (const entry of id) {
+        if (entry.key.length > maxValueLength || entry.value.length > maxValueLength) {
+          return [
+            'invalid',
+            `RLQS bucket id key or value longer than ${maxValueLength} characters`,
+          ];
+        }
+      }
+      const key = bucketKey(reports.domain, id);
+      if (!stream.members.has(key)) fresh.add(key);
+      if (fresh.size > room) {
+        return [
+          'exhausted',
+          `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
+        ];
+      }
+      if (this.memberCount + fresh.size > this.limits.maxBuckets) {
+        return [
+          'exhausted',
+          `RLQS streams report ${this.limits.maxBuckets} buckets in all (RLQS_MAX_BUCKETS); retry later`,
+        ];
+      }
+    }
+    return undefined;
+  }
+
+  /** `stream` reports bucket `key` for the first time. */
+  private join(
+    stream: QuotaStream,
+    key: string,
+    domain: string,
+    id: readonly BucketEntry[],
+    now: number,
+  ): Member {
+    let bucket = this.buckets.get(key);
+    if (bucket === undefined) {
+      const snapshot = this.snapshot();
+      bucket = {
+        key,
+        domain,
+        id: id.map((e) => ({ key: e.key, value: e.value })),
+        rule: bucketRule(snapshot, domain, id),
+        snapshot,
+        members: new Map(),
+        peers: [],
+      };
+      this.buckets.set(key, bucket);
+    }
+    const member: Member = {
+      stream,
+      bucket,
+      counts: [],
+      elapsed: [],
+      intervalMs: 0,
+      lastReportMs: now,
+      share: 0,
+      sent: undefined,
+      sentShare: 0,
+      sentAtMs: now,
+    };
+    bucket.members.set(stream, member);
+    stream.members.set(key, member);
+    this.memberCount++;
+    this.counters.buckets = this.memberCount;
+    return member;
+  }
+
+  /** Remove `member` from its bucket (the bucket goes when its last stream does). */
+  private leave(member: Member): void {
+    const bucket = member.bucket;
+    bucket.members.delete(member.stream);
+    member.stream.members.delete(bucket.key);
+    this.memberCount--;
+    this.counters.buckets = this.memberCount;
+    if (bucket.members.size === 0) this.buckets.delete(bucket.key);
+  }
+
+  /** The stream ended (by either side): its buckets' shares return to the other streams. */
+  closeStream(stream: QuotaStream): void {
+    if (!this.streams.delete(stream)) return;
+    this.counters.streams = this.streams.size;
+    const touched: Bucket[] = [];
+    for (const member of [...stream.members.values()]) {
+      this.leave(member);
+      touched.push(member.bucket);
+    }
+    stream.pending.clear();
+    const now = this.clock();
+    for (const bucket of touched) if (bucket.members.size > 0) this.rebalance(bucket, now);
+    this.flushAll();
+  }
+
+  /** Recompute `bucket`'s shares; queue an action for each stream that must be told. */
+  private rebalance(bucket: Bucket, now: number): void {
+    const members = [...bucket.members.values()];
+    if (members.length === 0) return;
+    const rule = bucket.rule;
+    const shares =
+      rule.kind === 'limit'
+        ? computeShares(
+            this.budgetOf(bucket, rule.limit, members, now),
+            members.map((m) => demandOf(m, rule, now)),
+            this.limits.reserveFraction,
+          )
+        : undefined;
+    for (let i = 0; i < members.length; i++) {
+      const member = members[i]!;
+      const share = shares === undefined ? 0 : shares[i]!;
+      member.share = share;
+      const strategy = strategyOf(rule, share);
+      const ttlMs = this.ttlOf(member);
+      if (!this.mustSend(member, strategy, share, ttlMs, now)) continue;
+      member.sent = strategy;
+      member.sentShare = share;
+      member.sentAtMs = now;
+      member.stream.queue(bucket.key, {
+        kind: 'assign',
+        bucketId: bucket.id,
+        ttlMs,
+        strategy,
+      });
+    }
+  }
+
+  /**
+   * Whether `member` must be sent `strategy` now: nothing sent yet (the first report is a
+   * watch), a different kind of strategy, a smaller share (at once, so the shares sent never sum
+   * past the limit), a share grown by a tenth or more (smaller rises wait: each new token bucket
+   * starts full in Envoy, so every change costs up to one share of overshoot), or half the TTL
+   * gone (a refresh).
+   */
+  private mustSend(
+    member: Member,
+    strategy: QuotaStrategy,
+    share: number,
+    ttlMs: number,
+    now: number,
+  ): boolean {
+    const sent = member.sent;
+    if (sent === undefined || sent.kind !== strategy.kind) return true;
+    if (now - member.sentAtMs >= ttlMs / 2) return true;
+    if (strategy.kind !== 'token_bucket' || sent.kind !== 'token_bucket') return false;
+    if (share < member.sentShare) return true;
+    // The same share of a changed rule (a reload: another burst or window) goes out at once.
+    if (sent.fillIntervalMs !== strategy.fillIntervalMs) return true;
+    if (sent.maxTokens !== strategy.maxTokens && share === member.sentShare) return true;
+    return share - member.sentShare >= Math.max(1, Math.ceil(member.sentShare / 10));
+  }
+
+  /** This replica's part of `limit` for `bucket` (see {@link replicaBudget}). */
+  private budgetOf(bucket: Bucket, limit: number, members: readonly Member[], now: number): number {
+    const exchange = this.exchange;
+    if (exchange === undefined || bucket.peers.length === 0) return limit;
+    let demand = 0;
+    for (const member of members) demand += demandOf(member, bucket.rule, now);
+    return replicaBudget(
+      limit,
+      bucket.peers,
+      { replica: exchange.replica, demand, instances: members.length },
+      this.limits.reserveFraction,
+    );
+  }
+
+  /** The assignment TTL for `member`: 4 report intervals, within the configured bounds. */
+  private ttlOf(member: Member): number {
+    const { minTtlMs, maxTtlMs } = this.limits;
+    return Math.min(maxTtlMs, Math.max(minTtlMs, 4 * member.intervalMs));
+  }
+
+  /** Write what each stream has queued, where its client reads. */
+  private flushAll(): void {
+    for (const stream of this.streams) if (stream.pending.size > 0) stream.flush();
+  }
+
+  /** Count actions written (the stream calls this as it sends). */
+  counted(actions: readonly BucketAction[]): void {
+    for (const action of actions) {
+      if (action.kind === 'assign') this.counters.assignments++;
+      else this.counters.abandons++;
+    }
+  }
+
+  /** Hand a report to the service, logging a failure it did not expect. */
+  handle(stream: QuotaStream, reports: UsageReports): void {
+    try {
+      this.report(stream, reports);
+    } catch (err) {
+      this.logger.error({ err }, 'RLQS report failed');
+      this.counters.streamsRefused++;
+      stream.sink.end('invalid', 'RLQS report could not be handled');
+      this.closeStream(stream);
+    }
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The console's `/api/rlqs` (docs/operations-console.md): a real app, one RLQS stream from a
+ * client built on Envoy's own proto; the endpoint lists the bucket with its limit and the
+ * stream's demand, computed share and sent share.
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
+import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
+import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { waitFor } from '../helpers/processes.js';
+
+const definition = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
+  keepCase: true,
+  longs: Number,
+  defaults: true,
+  oneofs: true,
+  includeDirs: ENVOY_INCLUDE_DIRS,
+})[RLQS_SERVICE_NAME] as grpc.ServiceDefinition;
+const Client = grpc.makeGenericClientConstructor(definition, 'RateLimitQuotaService');
+
+describe('console /api/rlqs', () => {
+  let app: ConsoleApp;
+  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+
+  beforeAll(async () => {
+    app = await startConsoleApp();
+    client = new Client(
+      `127.0.0.1:${app.grpcPort}`,
+      grpc.credentials.createInsecure(),
+    ) as typeof client;
+  });
+  afterAll(async () => {
+    client?.close();
+    await app?.stop();
+  });
+
+  it('lists each bucket with its limit and each stream demand, share and sent share', async () => {
+    const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
+    const answers: unknown[] = [];
+    call.on('data', (m: unknown) => answers.push(m));
+    call.on('error', () => {});
+    call.write({
+      domain: 'shop',
+      bucket_quota_usages: [
+        {
+          bucket_id: { bucket: { user: 'ann' } },
+          time_elapsed: { seconds: 60 },
+          num_requests_allowed: 2,
+          num_requests_denied: 1,
+        },
+      ],
+    });
+    await waitFor('the assignment', () => answers.length === 1, { timeoutMs: 5_000 });
+    const body = (await (await fetch(`${app.debugUrl}/api/rlqs`)).json()) as Record<string, any>;
+    expect(body).toEqual({
+      streams: 1,
+      buckets: 1,
+      list: [
+        {
+          domain: 'shop',
+          bucketId: [{ key: 'user', value: 'ann' }],
+          limit: 3,
+          demand: 3,
+          streams: [{ demand: 3, share: 3, sent: 3 }],
+        },
+      ],
+    });
+    call.end();
+    await waitFor('closed', () => app.app.quota.streamCount === 0, { timeoutMs: 5_000 });
+    const after = (await (await fetch(`${app.debugUrl}/api/rlqs`)).json()) as Record<string, any>;
+    expect(after).toEqual({ streams: 0, buckets: 0, list: [] });
+  });
+});
