@@ -1,10 +1,12 @@
 /**
  * How one bucket's global budget is split between the Envoy instances that report it: a pure
- * function of the limit and each instance's demand (docs/rlqs.md, "Fairness"). Every instance
- * first gets a floor (its part of a reserve), so traffic that starts on an idle instance is not
- * refused outright; the rest is filled by demand, smallest demands first (water-filling: an
- * instance never gets more of the pool than it asked for while another one is short), and what
- * nobody asked for goes to the instances in proportion to their demand.
+ * function of the limit and each instance's demand (docs/rlqs.md, "Fairness"). The instances with
+ * demand share the whole limit: each first gets a floor (its part of a reserve), the rest is
+ * filled by demand, smallest demands first (water-filling: an instance never gets more of the pool
+ * than it asked for while another one is short), and what nobody asked for goes in proportion to
+ * demand. An idle instance (no demand) beside busy ones keeps a standby share on top of the limit,
+ * so traffic that starts there is not refused outright while its demand is measured; the busy
+ * ones get the whole limit, as a lone instance would.
  */
 
 /** Part of the limit set aside as the instances' floors, split evenly between them. */
@@ -25,9 +27,14 @@ export function shareFloor(
 
 /**
  * Integer shares of `limit` (tokens per window) for instances whose demands (requests per window,
- * allowed plus denied, >= 0) are `demands`, in the same order. The shares sum to exactly `limit`
- * (when there is at least one instance), each is at least {@link shareFloor}, a lone instance
- * gets all of it, and an instance with no demand gets only its floor when any other has demand.
+ * allowed plus denied, >= 0) are `demands`, in the same order.
+ *
+ * - When every instance has demand, or none has, the shares sum to exactly `limit` (for at least
+ *   one instance), each at least {@link shareFloor} of the instances counted; a lone instance gets
+ *   all of it.
+ * - When some have demand and some do not, those with demand split the whole `limit` as above
+ *   among themselves, and each idle one gets a standby share of {@link shareFloor}`(limit, n)` (n
+ *   = every instance) on top: the shares sum to at most `limit x (1 + reserveFraction)`.
  */
 export function computeShares(
   limit: number,
@@ -37,9 +44,27 @@ export function computeShares(
   const n = demands.length;
   const total = Math.max(0, Math.floor(limit));
   if (n === 0) return [];
+  const clean = demands.map((d) => (Number.isFinite(d) && d > 0 ? d : 0));
+  const busy: number[] = [];
+  for (let i = 0; i < n; i++) if (clean[i]! > 0) busy.push(i);
+  if (busy.length === 0 || busy.length === n) return split(total, clean, reserveFraction);
+  const standby = shareFloor(total, n, reserveFraction);
+  const out = new Array<number>(n).fill(standby);
+  const busyShares = split(
+    total,
+    busy.map((i) => clean[i]!),
+    reserveFraction,
+  );
+  busy.forEach((i, k) => (out[i] = busyShares[k]!));
+  return out;
+}
+
+/** `total` split among instances with demands `demands` (finite, >= 0): sums to `total`. */
+function split(total: number, demands: readonly number[], reserveFraction: number): number[] {
+  const n = demands.length;
   const floor = shareFloor(total, n, reserveFraction);
   const pool = total - floor * n;
-  const wants = demands.map((d) => Math.max(0, (Number.isFinite(d) ? d : 0) - floor));
+  const wants = demands.map((d) => Math.max(0, d - floor));
   const extra = fill(pool, wants, demands);
   return apportion(pool, extra).map((units) => floor + units);
 }
@@ -65,10 +90,9 @@ function fill(pool: number, wants: readonly number[], demands: readonly number[]
   }
   const surplus = pool - wanted;
   let demandSum = 0;
-  for (const d of demands) demandSum += Number.isFinite(d) && d > 0 ? d : 0;
+  for (const d of demands) demandSum += d;
   return wants.map((w, i) => {
-    const d = demands[i]!;
-    const weight = demandSum > 0 ? (Number.isFinite(d) && d > 0 ? d : 0) / demandSum : 1 / n;
+    const weight = demandSum > 0 ? demands[i]! / demandSum : 1 / n;
     return w + surplus * weight;
   });
 }

@@ -10,16 +10,26 @@ import { propertyRuns } from '../../helpers/property-budget.js';
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
 
+/**
+ * docs/rlqs.md's bound on the shares of `n` instances, `idle` of them idle beside busy ones: the
+ * limit plus a standby of a tenth of it, or of one token per idle instance when that is more.
+ */
+const standbyBound = (limit: number, n: number, idle: number): number =>
+  limit + Math.max(limit * DEFAULT_RESERVE_FRACTION, n <= limit ? idle : 0);
+
 describe('computeShares: examples', () => {
   it('a lone instance gets the whole limit, with or without demand', () => {
     expect(computeShares(100, [0])).toEqual([100]);
     expect(computeShares(100, [5_000])).toEqual([100]);
   });
 
-  it('an idle instance keeps only its floor when the other has demand', () => {
-    // floor = 10% of 1000 split between 2 = 50
+  it('beside an idle instance the busy one gets the whole limit; the idle one a standby', () => {
+    // standby = 10% of 1000 split between 2 = 50, on top of the limit
     expect(shareFloor(1000, 2)).toBe(50);
-    expect(computeShares(1000, [300, 0])).toEqual([950, 50]);
+    expect(computeShares(1000, [300, 0])).toEqual([1000, 50]);
+    // three instances, one idle: the two busy ones split 1000 (floors 50 each, the 600 nobody
+    // asked for 3:1), the idle one gets 10% of 1000 over 3 = 33
+    expect(computeShares(1000, [300, 100, 0])).toEqual([750, 250, 33]);
   });
 
   it('a small demand is met whole before a large one takes the rest (water-filling)', () => {
@@ -46,12 +56,19 @@ describe('computeShares: properties', () => {
     maxLength: 40,
   });
 
-  it('shares are integers, sum to exactly the limit, each at least the floor', () => {
+  it('shares are integers, each at least the floor; the busy ones sum to exactly the limit', () => {
     fc.assert(
       fc.property(limits, demands, (limit, ds) => {
         const shares = computeShares(limit, ds);
         expect(shares).toHaveLength(ds.length);
-        expect(sum(shares)).toBe(limit);
+        const busy = ds.map((d, i) => (d > 0 ? i : -1)).filter((i) => i >= 0);
+        const idle = ds.length - busy.length;
+        if (busy.length === 0 || idle === 0) expect(sum(shares)).toBe(limit);
+        else {
+          expect(sum(busy.map((i) => shares[i]!))).toBe(limit);
+          expect(sum(shares)).toBe(limit + idle * shareFloor(limit, ds.length));
+          expect(sum(shares)).toBeLessThanOrEqual(standbyBound(limit, ds.length, idle));
+        }
         const floor = shareFloor(limit, ds.length);
         for (const share of shares) {
           expect(Number.isInteger(share)).toBe(true);
@@ -72,7 +89,7 @@ describe('computeShares: properties', () => {
     );
   });
 
-  it('idle instances get exactly their floor when any other has demand', () => {
+  it('idle instances get exactly their standby, the floor of all instances, when any other has demand', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 1_000_000 }),
@@ -103,7 +120,7 @@ describe('computeShares: properties', () => {
 });
 
 describe('replicaBudget: several sluice replicas', () => {
-  it('every replica computing its part from the same view: the parts add up to the limit', () => {
+  it('every replica computing its part from the same view: the parts add up to the limit (1.1 x with idle ones)', () => {
     const replica = fc.record({
       demand: fc.double({ min: 0, max: 1e6, noNaN: true }),
       instances: fc.integer({ min: 1, max: 20 }),
@@ -122,7 +139,17 @@ describe('replicaBudget: several sluice replicas', () => {
               DEFAULT_RESERVE_FRACTION,
             ),
           );
-          expect(sum(parts)).toBe(limit);
+          // An instance's demand is its replica's over its instances (5e-324 / 2 is 0).
+          const busyOf = (r: { demand: number; instances: number }): boolean =>
+            r.demand / r.instances > 0;
+          const busy = replicas.filter(busyOf).length;
+          if (busy === 0 || busy === replicas.length) expect(sum(parts)).toBe(limit);
+          else {
+            expect(sum(parts)).toBeGreaterThanOrEqual(limit);
+            const instances = sum(replicas.map((r) => r.instances));
+            const idle = sum(replicas.map((r) => (busyOf(r) ? 0 : r.instances)));
+            expect(sum(parts)).toBeLessThanOrEqual(standbyBound(limit, instances, idle));
+          }
         },
       ),
       { numRuns: propertyRuns(300) },
