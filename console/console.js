@@ -384,6 +384,136 @@ function renderHot(hot) {
   );
 }
 
+// ---- Quota (RLQS) -----------------------------------------------------------------------------
+
+/** Buckets asked of /api/rlqs, and streams drawn per bucket (the rest are counted). */
+const RLQS_BUCKETS = 10;
+const RLQS_STREAMS = 10;
+
+/** `n` and `noun`, with an s unless n is 1. */
+function plural(n, noun) {
+  return `${int.format(n)} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/** The bucket's rule and limit in words (the endpoint's `rule`, docs/rlqs.md "Mapping"). */
+function quotaRuleText(bucket) {
+  const rule = bucket.rule;
+  if (rule.allow === 'no_rule') return 'no rule: allowed';
+  if (rule.allow !== undefined) return `${rule.allow.replace('_', ' ')}: allowed`;
+  const burst = rule.algorithm === 'token_bucket' ? `, burst ${int.format(rule.burst)}` : '';
+  return `rule ${rule.key}: ${int.format(bucket.limit)} / ${duration(rule.windowMs)}, ${rule.algorithm}${burst}`;
+}
+
+/** The strategy last sent to a stream, as Envoy enforces it. */
+function strategyText(strategy) {
+  if (strategy === undefined || strategy === null) return '–';
+  if (strategy.kind === 'allow_all') return 'allow-all';
+  if (strategy.kind === 'deny_all') return 'deny-all';
+  return `token bucket ${int.format(strategy.tokensPerFill)} / ${duration(strategy.fillIntervalMs)}, max ${int.format(strategy.maxTokens)}`;
+}
+
+function quotaBucket(bucket) {
+  const id = bucket.bucketId.map((e) => `${e.key}=${e.value}`).join(', ');
+  const more = bucket.moreEntries ? ` and ${bucket.moreEntries} more entries` : '';
+  const shown = bucket.streams.slice(0, RLQS_STREAMS);
+  const hidden = bucket.streams.length - shown.length + (bucket.moreStreams ?? 0);
+  return h(
+    'div',
+    { class: 'quota-bucket' },
+    h(
+      'h3',
+      { class: 'key' },
+      breakable(`${bucket.domain}: ${id}${more}`),
+      h('span', { class: 'rule' }, quotaRuleText(bucket)),
+    ),
+    h(
+      'table',
+      {},
+      h(
+        'caption',
+        { class: 'muted' },
+        `${plural(bucket.streams.length + (bucket.moreStreams ?? 0), 'Envoy stream')}, demand ${int.format(bucket.demand)} per window`,
+      ),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          h('th', { scope: 'col' }, 'Stream'),
+          h('th', { scope: 'col', class: 'num' }, 'Allowed'),
+          h('th', { scope: 'col', class: 'num' }, 'Denied'),
+          h('th', { scope: 'col', class: 'num' }, 'Demand'),
+          h('th', { scope: 'col', class: 'num' }, 'Share'),
+          h('th', { scope: 'col', class: 'num' }, 'Sent'),
+          h('th', { scope: 'col' }, 'Strategy sent'),
+          h('th', { scope: 'col', class: 'num' }, 'TTL'),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        shown.map((s, i) =>
+          h(
+            'tr',
+            {},
+            h('td', {}, `#${i + 1}`),
+            h(
+              'td',
+              { class: 'num', title: `in the last report (${duration(s.elapsedMs)})` },
+              int.format(s.allowed),
+            ),
+            h('td', { class: s.denied > 0 ? 'num over-text' : 'num' }, int.format(s.denied)),
+            h('td', { class: 'num' }, int.format(s.demand)),
+            h('td', { class: 'num' }, bucket.limit === undefined ? '–' : int.format(s.share)),
+            h(
+              'td',
+              { class: 'num' },
+              s.sent === undefined || bucket.limit === undefined ? '–' : int.format(s.sent),
+            ),
+            h('td', {}, strategyText(s.strategy)),
+            h('td', { class: 'num' }, duration(s.ttlMs)),
+          ),
+        ),
+      ),
+    ),
+    hidden > 0 ? h('p', { class: 'muted' }, `and ${plural(hidden, 'more stream')}`) : undefined,
+  );
+}
+
+/** Draw /api/rlqs; `undefined`: this process does not serve RLQS (the endpoint is absent). */
+function renderRlqs(rlqs) {
+  const section = $('rlqs');
+  if (rlqs === undefined) {
+    section.classList.add('off');
+    $('rlqs-note').textContent = 'This sluice does not serve the Rate Limit Quota Service.';
+    $('rlqs-buckets').replaceChildren();
+    return;
+  }
+  section.classList.remove('off');
+  if (rlqs.streams === 0) {
+    // docs/ is not shipped with the package and the page loads nothing from elsewhere, so the
+    // guide is named, not linked.
+    $('rlqs-note').replaceChildren(
+      'No Envoy has a quota stream open. Add the ',
+      h('code', {}, 'envoy.filters.http.rate_limit_quota'),
+      " filter to Envoy with sluice's gRPC port as its RLQS server and a ",
+      h('code', {}, 'domain'),
+      ' of your rule files: ',
+      h('code', {}, 'docs/rlqs.md'),
+      ' ("An Envoy configuration") has a complete envoy.yaml. Its buckets then show here.',
+    );
+    $('rlqs-buckets').replaceChildren();
+    return;
+  }
+  const shown = rlqs.list.length;
+  $('rlqs-note').textContent =
+    `${plural(rlqs.streams, 'stream')} open, ${plural(rlqs.buckets, 'bucket')}` +
+    (rlqs.buckets > shown ? ` (the ${shown} busiest shown)` : '') +
+    ". Allowed and denied are each stream's last report; demand, share and sent are requests per window of the rule.";
+  $('rlqs-buckets').replaceChildren(...rlqs.list.map(quotaBucket));
+}
+
 // ---- Try it ----------------------------------------------------------------------------------
 
 function parseDescriptors(text) {
@@ -517,10 +647,38 @@ function showError(err) {
   $('status').textContent = `Cannot reach sluice: ${err.message}. Retrying.`;
 }
 
+/** /api/rlqs, or `undefined` when this process has no RLQS endpoint (404). */
+async function getRlqs() {
+  const res = await fetch(`/api/rlqs?n=${RLQS_BUCKETS}`, { cache: 'no-store' });
+  if (res.status === 404) return undefined;
+  if (!res.ok) throw new Error(`/api/rlqs: HTTP ${res.status}`);
+  return res.json();
+}
+
+/** Refreshes so far; /api/rlqs is read on every other one (see refresh). */
+let refreshes = 0;
+
 async function refresh() {
-  const [now, hot] = await Promise.all([getJson('/api/now'), getJson('/api/hot?n=10')]);
+  // RLQS assignments change at Envoy's report interval (seconds), so its panel is read every
+  // other refresh: the page stays within the JSON budget's share it had (docs/operations-console.md).
+  const withRlqs = refreshes++ % 2 === 0;
+  const [now, hot, rlqs] = await Promise.all([
+    getJson('/api/now'),
+    getJson('/api/hot?n=10'),
+    withRlqs
+      ? getRlqs().then(
+          (body) => ({ body }),
+          (err) => ({ err }),
+        )
+      : undefined,
+  ]);
   renderNow(now);
   renderHot(hot);
+  if (rlqs === undefined) return;
+  // A failed read of the quota panel keeps its last drawing and says so; the others still draw.
+  if (rlqs.err !== undefined)
+    $('rlqs-note').textContent = `Cannot read /api/rlqs: ${rlqs.err.message}.`;
+  else renderRlqs(rlqs.body);
 }
 
 async function loop() {

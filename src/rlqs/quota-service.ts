@@ -11,7 +11,7 @@ import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
 import type { Logger } from '../logging/logger.js';
 import type { RlqsCounters } from '../metrics/metrics.js';
-import { bucketRule } from './bucket-rule.js';
+import { bucketRule, type BucketRule } from './bucket-rule.js';
 import type { DemandExchange, LocalDemand, PeerDemand } from './demand-exchange.js';
 import type { BucketAction, BucketEntry, QuotaStrategy, UsageReports } from './model.js';
 import {
@@ -167,16 +167,23 @@ export class QuotaService implements StreamOwner {
 
   /**
    * Each bucket, its rule and its streams' demands and shares, for the console and tests;
-   * `limit` is `undefined` for an allowed bucket.
+   * `limit` is `undefined` for an allowed bucket. Per stream, `allowed` and `denied` are its last
+   * report's, `strategy` the one last sent and `ttlMs` the time to live its assignments carry.
    */
   *describe(): IterableIterator<{
     readonly domain: string;
     readonly bucketId: readonly BucketEntry[];
     readonly limit: number | undefined;
+    readonly rule: BucketRule;
     readonly shares: readonly {
       readonly demand: number;
       readonly share: number;
       readonly sent: number | undefined;
+      readonly strategy: QuotaStrategy | undefined;
+      readonly allowed: number;
+      readonly denied: number;
+      readonly elapsedMs: number;
+      readonly ttlMs: number;
     }[];
   }> {
     for (const bucket of this.buckets.values()) {
@@ -185,10 +192,16 @@ export class QuotaService implements StreamOwner {
         domain: bucket.domain,
         bucketId: bucket.id,
         limit: rule.kind === 'limit' ? rule.limit : undefined,
+        rule,
         shares: [...bucket.members.values()].map((m) => ({
           demand: demandOf(m, rule, this.clock()),
           share: m.share,
           sent: m.sent === undefined ? undefined : m.sentShare,
+          strategy: m.sent,
+          allowed: m.lastAllowed,
+          denied: m.lastDenied,
+          elapsedMs: m.elapsed.at(-1) ?? 0,
+          ttlMs: this.ttlOf(m),
         })),
       };
     }
@@ -321,6 +334,8 @@ export class QuotaService implements StreamOwner {
       const count = usage.allowed + usage.denied;
       this.counters.requestsAllowed += usage.allowed;
       this.counters.requestsDenied += usage.denied;
+      member.lastAllowed = usage.allowed;
+      member.lastDenied = usage.denied;
       member.counts.push(count);
       member.elapsed.push(usage.elapsedMs);
       if (member.counts.length > this.limits.reportsKept) {
@@ -405,6 +420,8 @@ export class QuotaService implements StreamOwner {
       bucket,
       counts: [],
       elapsed: [],
+      lastAllowed: 0,
+      lastDenied: 0,
       intervalMs: 0,
       lastReportMs: now,
       share: 0,

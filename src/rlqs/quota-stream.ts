@@ -33,6 +33,9 @@ export interface Member {
   /** The last reports' request counts (allowed + denied) and their durations, ms. */
   readonly counts: number[];
   readonly elapsed: number[];
+  /** The last report's requests allowed and denied, for the console (counts holds their sum). */
+  lastAllowed: number;
+  lastDenied: number;
   /** Report interval estimate, ms (the last report's `time_elapsed`). */
   intervalMs: number;
   /** When this stream last reported the bucket, ms. */

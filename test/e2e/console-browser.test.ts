@@ -2,10 +2,13 @@
  * The operator console in a real headless Chromium (Debian's, driven by playwright-core) against
  * a running sluice under gRPC traffic: live numbers move, a rule is found in the tree, "try it"
  * answers for a limited and an unlimited descriptor, a counter shows up limited in hot keys, and
- * reset is refused when off and works when on. Screenshots: docs/console-*.png
+ * reset is refused when off and works when on, and the quota panel draws an RLQS stream from a
+ * client on Envoy's own proto (a hostile bucket id shown as text). Screenshots: docs/console-*.png
  * (`SLUICE_UPDATE_SCREENSHOTS=1` refreshes them).
  */
 import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -15,7 +18,9 @@ import {
   type Chromium,
 } from '../helpers/chromium.js';
 import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
+import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
 import { waitFor } from '../helpers/processes.js';
+import { RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 
 const chromium = requireChromium('console browser tests');
 const shots = screenshotDir();
@@ -280,5 +285,148 @@ describe.skipIf(chromium.skip)('console in Chromium (reset on)', () => {
     expect(await sluice.call('shop', { user: 'dave' })).toBe('OK');
     const line = sluice.logLines.find((l) => l['msg'] === 'console: counters reset');
     expect(line?.['remote']).toMatch(/^127\.0\.0\.1:\d+$/);
+  });
+});
+
+/** An RLQS client on Envoy's own published rlqs.proto (as test/integration/rlqs.test.ts). */
+const RlqsClient = grpc.makeGenericClientConstructor(
+  protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
+    keepCase: true,
+    longs: Number,
+    defaults: true,
+    oneofs: true,
+    includeDirs: ENVOY_INCLUDE_DIRS,
+  })[RLQS_SERVICE_NAME] as grpc.ServiceDefinition,
+  'RateLimitQuotaService',
+);
+
+/** A bucket id a client chose to be markup: the page must show it as text. */
+const HOSTILE = '<img src=x onerror="document.title=`pwned`">';
+
+describe.skipIf(chromium.skip)('console in Chromium (Quota RLQS panel)', () => {
+  let sluice: ConsoleApp;
+  let browser: Chromium;
+  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+  let page: Page;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    sluice = await startConsoleApp({}, undefined, 250);
+    client = new RlqsClient(
+      `127.0.0.1:${sluice.grpcPort}`,
+      grpc.credentials.createInsecure(),
+    ) as typeof client;
+    browser = await launchChromium();
+    page = await browser.context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto(`${sluice.debugUrl}/?refresh=300`);
+  });
+  afterAll(async () => {
+    client?.close();
+    await browser?.close();
+    await sluice?.stop();
+  });
+
+  it('says what to configure while no Envoy has a stream open', async () => {
+    await expect
+      .poll(() => textOf(page, '#rlqs-note'))
+      .toContain('No Envoy has a quota stream open');
+    expect(await textOf(page, '#rlqs-note')).toContain('envoy.filters.http.rate_limit_quota');
+    expect(await textOf(page, '#rlqs-note')).toContain('docs/rlqs.md');
+    expect(await page.locator('#rlqs-buckets table').count()).toBe(0);
+  });
+
+  it('draws each bucket with its rule, and per stream its usage, share and assignment', async () => {
+    const open = (): { call: grpc.ClientDuplexStream<object, unknown>; answers: unknown[] } => {
+      const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
+      const answers: unknown[] = [];
+      call.on('data', (m: unknown) => answers.push(m));
+      call.on('error', () => {});
+      return { call, answers };
+    };
+    /** One bucket's usage over the last minute, as Envoy reports it. */
+    const usage = (bucket: Record<string, string>, allowed: number, denied: number): object => ({
+      bucket_id: { bucket },
+      time_elapsed: { seconds: 60 },
+      num_requests_allowed: allowed,
+      num_requests_denied: denied,
+    });
+    const first = open();
+    const second = open();
+    try {
+      first.call.write({
+        domain: 'shop',
+        bucket_quota_usages: [usage({ user: 'ann' }, 2, 1), usage({ health: 'probe' }, 7, 0)],
+      });
+      await waitFor('the assignments', () => first.answers.length > 0, { timeoutMs: 5_000 });
+      const ann = page.locator('#rlqs-buckets .quota-bucket', { hasText: 'user=ann' });
+      await ann.waitFor({ timeout: 15_000 });
+      expect(await textOf(page, '#rlqs-note')).toMatch(/^1 stream open, 2 buckets/);
+      expect(await ann.locator('h3').textContent()).toBe(
+        'shop: user=annrule shop.user: 3 / 60 s, window',
+      );
+      // Stream, allowed, denied, demand, share, sent, strategy sent, TTL.
+      expect(await ann.locator('tbody tr').first().locator('td').allTextContents()).toEqual([
+        '#1',
+        '2',
+        '1',
+        '3',
+        '3',
+        '3',
+        'token bucket 3 / 60 s, max 3',
+        '4 min',
+      ]);
+      const unlimited = page.locator('#rlqs-buckets .quota-bucket', { hasText: 'health=probe' });
+      expect(await unlimited.locator('h3').textContent()).toContain('unlimited: allowed');
+      const free = await unlimited.locator('tbody td').allTextContents();
+      expect(free.slice(1, 7)).toEqual(['7', '0', '0', '–', '–', 'allow-all']);
+
+      // A second Envoy on the same bucket: two rows whose shares add up to the limit.
+      second.call.write({ domain: 'shop', bucket_quota_usages: [usage({ user: 'ann' }, 1, 0)] });
+      await expect.poll(() => ann.locator('tbody tr').count(), { timeout: 15_000 }).toBe(2);
+      const shares = await ann.locator('tbody tr td:nth-child(5)').allTextContents();
+      expect(shares.reduce((sum, share) => sum + Number(share), 0)).toBe(3);
+      expect(await ann.locator('tbody tr').nth(1).locator('td').nth(1).textContent()).toBe('1');
+      await page.locator('#rlqs').screenshot({ path: path.join(shots, 'console-rlqs.png') });
+
+      // A bucket id made of markup is text: no element was made of it, its handler never ran.
+      first.call.write({ domain: 'shop', bucket_quota_usages: [usage({ user: HOSTILE }, 1, 0)] });
+      const hostile = page.locator('#rlqs-buckets .quota-bucket', { hasText: 'user=<img' });
+      await expect.poll(() => hostile.count(), { timeout: 15_000 }).toBe(1);
+      expect(await page.locator('#rlqs img').count()).toBe(0);
+      expect(await hostile.locator('h3').textContent()).toContain(`user=${HOSTILE}`);
+      expect(await page.title()).toBe('sluice console');
+    } finally {
+      first.call.end();
+      second.call.end();
+    }
+    await waitFor('the streams closed', () => sluice.app.quota.streamCount === 0, {
+      timeoutMs: 5_000,
+    });
+    await expect
+      .poll(() => textOf(page, '#rlqs-note'), { timeout: 15_000 })
+      .toContain('No Envoy has a quota stream open');
+    expect(await page.locator('#rlqs-buckets .quota-bucket').count()).toBe(0);
+  });
+
+  it('greys the panel, saying so, where the process has no RLQS endpoint', async () => {
+    // Every sluice serves RLQS; a console without the endpoint (404) is what an embedding that
+    // passes no quota service shows, played here by answering the page's reads of it with 404.
+    const other = await browser.context.newPage();
+    try {
+      await other.route('**/api/rlqs*', (route) => route.fulfill({ status: 404, body: '' }));
+      await other.goto(`${sluice.debugUrl}/?refresh=300`);
+      await expect
+        .poll(() => textOf(other, '#rlqs-note'))
+        .toBe('This sluice does not serve the Rate Limit Quota Service.');
+      expect(await other.locator('#rlqs').getAttribute('class')).toBe('off');
+      expect(await textOf(other, '#status')).not.toContain('Cannot reach');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('raised no script error', () => {
+    expect(pageErrors).toEqual([]);
   });
 });

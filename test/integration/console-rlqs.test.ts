@@ -1,7 +1,7 @@
 /**
  * The console's `/api/rlqs` (docs/operations-console.md): a real app, one RLQS stream from a
- * client built on Envoy's own proto; the endpoint lists the bucket with its limit and the
- * stream's demand, computed share and sent share.
+ * client built on Envoy's own proto; the endpoint lists the bucket with its rule and limit and the
+ * stream's last report, demand, computed share, and the share, strategy and TTL last sent.
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -36,7 +36,7 @@ describe('console /api/rlqs', () => {
     await app?.stop();
   });
 
-  it('lists each bucket with its limit and each stream demand, share and sent share', async () => {
+  it('lists each bucket with its rule and each stream usage, demand, share and assignment', async () => {
     const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
     const answers: unknown[] = [];
     call.on('data', (m: unknown) => answers.push(m));
@@ -62,8 +62,25 @@ describe('console /api/rlqs', () => {
           domain: 'shop',
           bucketId: [{ key: 'user', value: 'ann' }],
           limit: 3,
+          rule: { key: 'shop.user', windowMs: 60_000, algorithm: 'window' },
           demand: 3,
-          streams: [{ demand: 3, share: 3, sent: 3 }],
+          streams: [
+            {
+              allowed: 2,
+              denied: 1,
+              elapsedMs: 60_000,
+              demand: 3,
+              share: 3,
+              sent: 3,
+              strategy: {
+                kind: 'token_bucket',
+                maxTokens: 3,
+                tokensPerFill: 3,
+                fillIntervalMs: 60_000,
+              },
+              ttlMs: 240_000,
+            },
+          ],
         },
       ],
     });
