@@ -245,8 +245,10 @@ class Cached implements CachedStore {
 
   async close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
-    // One last sync so the hits admitted here reach Redis before the process leaves.
-    await this.sync().catch(() => undefined);
+    // The sync in flight, if any, then one more, so every hit admitted here reaches Redis
+    // before the process leaves.
+    await this.sync();
+    await this.sync();
     this.closed = true;
     await this.remote.close();
   }
