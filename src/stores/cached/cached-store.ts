@@ -81,7 +81,7 @@ interface LocalCounter {
   /** The latest spec's numbers (a rule reload may change the limit). */
   limit: number;
   burst: number;
-  /** Hits the shared counter held at the last sync (a lower bound when it was over limit). */
+  /** Hits the shared counter held at the last sync (`limit + 1` when it was over: a lower bound). */
   synced: number;
   /** Local epoch ms from which `synced` no longer counts (every hit in it has expired). */
   syncedUntil: number;
@@ -422,7 +422,9 @@ class Cached implements CachedStore {
       const counter = counters[i]!;
       const result = batch.results[i]!;
       const limit = specs[i]!.limit;
-      counter.synced = limit - result.remaining;
+      // Over limit, Redis reports no room and not the count: at least one past the limit, which
+      // every later check (0 hits included) finds over, as the live count would.
+      counter.synced = result.overLimit ? limit + 1 : limit - result.remaining;
       counter.syncedUntil =
         counter.algorithm === 'fixed_window'
           ? now + result.resetMs

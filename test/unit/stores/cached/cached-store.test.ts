@@ -170,6 +170,16 @@ describe('cached store: local decisions', () => {
     expect(sharedCount(shared, 'b')).toBe(0);
   });
 
+  it('keeps a counter charged past its limit over after a sync, for a check of 0 hits too', async () => {
+    const { replica } = rig();
+    const a = replica();
+    // Shadow charges 12 of 10; Redis then reports no room, not the count.
+    expect(a.applyNow([spec({ hits: 12, mode: 'shadow' })]).admitted).toBe(true);
+    await a.sync();
+    // The memory store finds 12 > 10 over even for 0 hits; so must the view.
+    expect(a.applyNow([spec({ hits: 0 })]).results[0]!.overLimit).toBe(true);
+  });
+
   it('checks specs sharing a key cumulatively', () => {
     const { replica } = rig();
     const a = replica();
