@@ -441,19 +441,30 @@ function crossChecks(r: Reader, settings: Settings): void {
   }
 }
 
-/** What `sluice check` needs: only `MERGE_DOMAIN_CONFIG`, so unrelated settings cannot fail it. */
+/**
+ * What `sluice check` needs: only the settings that change how rules validate, so unrelated
+ * settings cannot fail it. `REDIS_MODE=cached` refuses the algorithms that mode cannot count, as
+ * the server would (whatever `BACKEND_TYPE`: the check has no store).
+ */
 export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   readonly mergeDomainConfigs: boolean;
   readonly defaultAlgorithm: Algorithm;
   readonly configMaxRulesPerFile: number;
   readonly configMaxRules: number;
+  readonly algorithmRefusal: AlgorithmRefusal | undefined;
 } {
   const r = new Reader(env);
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
   const algorithm = defaultAlgorithm(r);
   const limits = configLimits(r);
+  const cached = r.string('REDIS_MODE', 'exact').toLowerCase() === 'cached';
   throwIfProblems(r);
-  return { mergeDomainConfigs, defaultAlgorithm: algorithm, ...limits };
+  return {
+    mergeDomainConfigs,
+    defaultAlgorithm: algorithm,
+    ...limits,
+    algorithmRefusal: cached ? CACHED_MODE_REFUSAL : undefined,
+  };
 }
 
 /** `CONFIG_MAX_RULES_PER_FILE` and `CONFIG_MAX_RULES` (docs/operations.md, "Rule file bounds"). */

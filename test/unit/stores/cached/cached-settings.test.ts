@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildSnapshot } from '../../../../src/config/snapshot.js';
 import { ConfigError } from '../../../../src/errors.js';
-import { loadSettings } from '../../../../src/settings.js';
+import { loadCheckSettings, loadSettings } from '../../../../src/settings.js';
 
 /** The message loadSettings throws for `env`. */
 function problems(env: NodeJS.ProcessEnv): string {
@@ -48,6 +48,13 @@ describe('REDIS_MODE and REDIS_SYNC_INTERVAL', () => {
         `REDIS_SYNC_INTERVAL=${JSON.stringify(interval)}: expected a duration from 10ms to 1m`,
       );
     }
+  });
+
+  it('`sluice check` refuses what the server would with REDIS_MODE=cached, and only then', () => {
+    expect(loadCheckSettings({ REDIS_MODE: 'cached' }).algorithmRefusal).toEqual(
+      loadSettings({ ...REDIS, REDIS_MODE: 'cached' }).algorithmRefusal,
+    );
+    expect(loadCheckSettings({}).algorithmRefusal).toBeUndefined();
   });
 
   it('refuse a DEFAULT_ALGORITHM cached mode cannot count', () => {
