@@ -386,13 +386,18 @@ export async function benchRedisH2load(
   }
 }
 
+/** Redis CPU per call, µs: cached mode's fraction of a µs keeps its digits. */
+function redisText(us: number): string {
+  return us < 1 ? us.toFixed(3) : us.toFixed(1);
+}
+
 /** The Redis table: per case, both servers, and the ratios the issue's targets judge. */
 export function formatRedis(result: RedisResult | string): string {
   if (typeof result === 'string') return `Redis rows: ${result}`;
   const f = (x: RedisFigures | undefined): string =>
     x === undefined
       ? 'n/a'
-      : `${si(x.callsPerSec)}/s, ${x.processUs.toFixed(1)} + ${x.redisUs.toFixed(1)} µs` +
+      : `${si(x.callsPerSec)}/s, ${x.processUs.toFixed(1)} + ${redisText(x.redisUs)} µs` +
         (x.failed > 0 ? ` (${x.failed} failed)` : '');
   const rows = result.cases.map((c) => {
     const s = c.sluice;
