@@ -28,7 +28,13 @@ import {
   waitFor,
   type SluiceProcess,
 } from '../helpers/processes.js';
-import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import {
+  adminClient,
+  requireRedis,
+  scriptCalls,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
 
 const requirement = requireRedis('cached mode integration');
 
@@ -114,6 +120,8 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
     ];
     const okSyncs = (replica: Replica): Promise<number> =>
       metric(replica, 'sluice_cached_syncs_total{result="ok"}');
+    await admin.config('RESETSTAT');
+    const syncsBefore = (await Promise.all(three.map(okSyncs))).reduce((a, b) => a + b, 0);
     let admitted = 0;
     let rejected = 0;
     // 20 rounds offer 600 calls: far past the limit whatever the interleaving.
@@ -140,6 +148,10 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
     expect(admitted + rejected).toBe(3 * perRound * 20);
     // Rejected calls charged nothing: Redis holds exactly the admitted hits.
     expect(await redisCount(admin, prefix)).toBe(admitted);
+    // One script call per sync at most (one counter), not one per call; each replica may have
+    // had one sync in flight across the counts' edges.
+    const syncs = (await Promise.all(three.map(okSyncs))).reduce((a, b) => a + b, 0) - syncsBefore;
+    expect(await scriptCalls(admin)).toBeLessThanOrEqual(syncs + 3);
     for (const replica of three) expect(replica.sluice.proc.output()).not.toMatch(/unhandled/i);
   }, 120_000);
 
