@@ -199,20 +199,9 @@ class Cached implements CachedStore {
       const counter = locals[i]!;
       // The room the view leaves: the algorithm's result on the local hits against it.
       this.paramsOf(counter, Math.max(0, spec.limit - known(counter, now)));
-      results.push(
-        ALGORITHM_STEPS[counter.algorithm].result(
-          counter.local,
-          now,
-          cumHits[i]!,
-          params,
-          over[i]!,
-          {
-            overLimit: false,
-            remaining: 0,
-            resetMs: 0,
-          },
-        ),
-      );
+      const out: CounterResult = { overLimit: false, remaining: 0, resetMs: 0 };
+      const steps = ALGORITHM_STEPS[counter.algorithm];
+      results.push(steps.result(counter.local, now, cumHits[i]!, params, over[i]!, out));
     }
     return { admitted, results };
   }
