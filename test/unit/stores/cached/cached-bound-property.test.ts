@@ -8,6 +8,8 @@
  * - the hits admitted in all never exceed `L + (R - 1) x min(L, A)`, where A is the most hits one
  *   replica admitted between the send of one of its syncs and the delivery of its next one (the
  *   `r x (I + rtt)` of the documented formula, measured on the run);
+ * - with time passing too, the same holds in every fixed window and in every W ms of a sliding
+ *   window (views and local hits expire, windows end);
  * - rejected calls charge nothing: once every sync is delivered the global count is exactly the
  *   hits admitted;
  * - one replica alone on a fixed window decides exactly as the memory store does, whatever the
@@ -46,13 +48,15 @@ class Link implements CounterStore {
   close = (): Promise<void> => Promise.resolve();
 }
 
-/** One step of a run: a call of `hits` to a replica, a sync sent, or a sync delivered. */
+/** One step of a run: a call of `hits` to a replica, a sync sent or delivered, time passing. */
 type Step =
   | { kind: 'call'; replica: number; hits: number }
   | { kind: 'send'; replica: number }
-  | { kind: 'deliver'; replica: number };
+  | { kind: 'deliver'; replica: number }
+  | { kind: 'wait'; ms: number };
 
-const step = (replicas: number): fc.Arbitrary<Step> =>
+/** Steps on `replicas` replicas; with `waitMs` > 0, time also moves by up to that much. */
+const step = (replicas: number, waitMs: number): fc.Arbitrary<Step> =>
   fc.oneof(
     {
       weight: 6,
@@ -73,95 +77,155 @@ const step = (replicas: number): fc.Arbitrary<Step> =>
         replica: fc.nat(replicas - 1),
       }),
     },
+    {
+      weight: waitMs > 0 ? 1 : 0,
+      arbitrary: fc.record({
+        kind: fc.constant('wait' as const),
+        ms: fc.integer({ min: 1, max: Math.max(1, waitMs) }),
+      }),
+    },
   );
 
-const run = fc
-  .record({
-    replicas: fc.integer({ min: 1, max: 4 }),
-    limit: fc.integer({ min: 1, max: 40 }),
-    algorithm: fc.constantFrom<Algorithm>('fixed_window', 'sliding_window'),
-  })
-  .chain((shape) =>
-    fc.record({
-      shape: fc.constant(shape),
-      steps: fc.array(step(shape.replicas), { maxLength: 200 }),
-    }),
-  );
+/** A run's shape and steps; `waitMs` as for {@link step}. */
+const run = (waitMs: number) =>
+  fc
+    .record({
+      replicas: fc.integer({ min: 1, max: 4 }),
+      limit: fc.integer({ min: 1, max: 40 }),
+      algorithm: fc.constantFrom<Algorithm>('fixed_window', 'sliding_window'),
+    })
+    .chain((shape) =>
+      fc.record({
+        shape: fc.constant(shape),
+        steps: fc.array(step(shape.replicas, waitMs), { maxLength: 200, size: 'max' }),
+      }),
+    );
 
-/** A minute's window starts at this time, and the run never leaves it. */
+/** A minute's window starts at this time. */
 const T0 = 1_700_000_040_000;
 
+/**
+ * The window of every counter in these runs. Arrays are drawn at full size (`size: 'max'`):
+ * fast-check's default keeps them near ten steps, too few to reach a limit, sync, and wait.
+ */
+const W = 60_000;
+
+/** What a simulated run gives. */
+interface Outcome {
+  /** Every admitted call: its time and hits. */
+  readonly admitted: readonly { readonly at: number; readonly hits: number }[];
+  /** A: the most hits one replica admitted between a sync's send and the next one's delivery. */
+  readonly most: number;
+  /** The count the global store holds at the end, once every hit is delivered. */
+  readonly globalCount: number;
+}
+
+/** Run `steps` on `shape.replicas` cached stores sharing one global count. */
+async function simulate(
+  shape: { replicas: number; limit: number; algorithm: Algorithm },
+  steps: readonly Step[],
+): Promise<Outcome> {
+  const { replicas: count, limit, algorithm } = shape;
+  const clock = createManualClock(T0);
+  const global = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+  const links = Array.from({ length: count }, () => new Link(global));
+  const replicas: CachedStore[] = links.map((remote) =>
+    createCachedStore({
+      remote,
+      syncIntervalMs: 100,
+      maxCounters: 100,
+      failureMode: 'memory',
+      clock: clock.now,
+      timer: false,
+    }),
+  );
+  const syncs: (Promise<void> | undefined)[] = replicas.map(() => undefined);
+  // Per replica: hits admitted since the send of its last delivered sync (or the start), and
+  // since the send of the sync in flight; A is the largest the first one reached.
+  const sinceDelivered = replicas.map(() => 0);
+  const sinceSent = replicas.map(() => 0);
+  let most = 0;
+  const admitted: { at: number; hits: number }[] = [];
+  const deliver = async (r: number): Promise<void> => {
+    const pending = syncs[r];
+    if (pending === undefined) return;
+    await links[r]!.deliver();
+    await pending;
+    syncs[r] = undefined;
+    sinceDelivered[r] = sinceSent[r]!;
+  };
+  const spec = (hits: number): CounterSpec => ({
+    key: 'k',
+    algorithm,
+    limit,
+    windowMs: W,
+    burst: limit,
+    hits,
+    mode: 'enforced',
+  });
+  for (const s of steps) {
+    if (s.kind === 'wait') {
+      clock.advance(s.ms);
+      continue;
+    }
+    const r = s.replica;
+    if (s.kind === 'call') {
+      clock.advance(1);
+      if (replicas[r]!.applyNow([spec(s.hits)]).admitted) {
+        admitted.push({ at: clock.now(), hits: s.hits });
+        sinceDelivered[r]! += s.hits;
+        sinceSent[r]! += s.hits;
+        most = Math.max(most, sinceDelivered[r]!);
+      }
+    } else if (s.kind === 'send') {
+      if (syncs[r] !== undefined) continue;
+      sinceSent[r] = 0;
+      syncs[r] = replicas[r]!.sync();
+    } else {
+      await deliver(r);
+    }
+  }
+  // Deliver everything, then one more sync each.
+  for (let r = 0; r < count; r++) await deliver(r);
+  for (let r = 0; r < count; r++) {
+    syncs[r] = replicas[r]!.sync();
+    await deliver(r);
+  }
+  const peek = await global.apply([{ ...spec(0), limit: 1_000_000 }]);
+  return { admitted, most, globalCount: 1_000_000 - peek.results[0]!.remaining };
+}
+
+const sum = (calls: readonly { hits: number }[]): number =>
+  calls.reduce((total, call) => total + call.hits, 0);
+
 describe('cached mode: the over-admission bound (property)', () => {
-  it('admits at most L + (R - 1) x min(L, A) per window, and rejected calls charge nothing', async () => {
+  it('admits at most L + (R - 1) x min(L, A) in one window, and rejected calls charge nothing', async () => {
     await fc.assert(
-      fc.asyncProperty(run, async ({ shape, steps }) => {
-        const { replicas: count, limit, algorithm } = shape;
-        const clock = createManualClock(T0);
-        const global = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
-        const links = Array.from({ length: count }, () => new Link(global));
-        const replicas: CachedStore[] = links.map((remote) =>
-          createCachedStore({
-            remote,
-            syncIntervalMs: 100,
-            maxCounters: 100,
-            failureMode: 'memory',
-            clock: clock.now,
-            timer: false,
-          }),
-        );
-        const syncs: (Promise<void> | undefined)[] = replicas.map(() => undefined);
-        // Per replica: hits admitted since the send of its last delivered sync (or the start),
-        // and since the send of the sync in flight; A is the largest the first one reached.
-        const sinceDelivered = replicas.map(() => 0);
-        const sinceSent = replicas.map(() => 0);
-        let most = 0;
-        let admitted = 0;
-        const deliver = async (r: number): Promise<void> => {
-          const pending = syncs[r];
-          if (pending === undefined) return;
-          await links[r]!.deliver();
-          await pending;
-          syncs[r] = undefined;
-          sinceDelivered[r] = sinceSent[r]!;
-        };
-        const spec = (hits: number): CounterSpec => ({
-          key: 'k',
-          algorithm,
-          limit,
-          windowMs: 60_000,
-          burst: limit,
-          hits,
-          mode: 'enforced',
-        });
-        for (const s of steps) {
-          const r = s.replica;
-          if (s.kind === 'call') {
-            clock.advance(1);
-            if (replicas[r]!.applyNow([spec(s.hits)]).admitted) {
-              admitted += s.hits;
-              sinceDelivered[r]! += s.hits;
-              sinceSent[r]! += s.hits;
-              most = Math.max(most, sinceDelivered[r]!);
-            }
-          } else if (s.kind === 'send') {
-            if (syncs[r] !== undefined) continue;
-            sinceSent[r] = 0;
-            syncs[r] = replicas[r]!.sync();
-          } else {
-            await deliver(r);
-          }
-        }
-        expect(admitted).toBeLessThanOrEqual(limit + (count - 1) * Math.min(limit, most));
-        // Deliver everything, then one more sync each: the global count is what was admitted.
-        for (let r = 0; r < count; r++) await deliver(r);
-        for (let r = 0; r < count; r++) {
-          syncs[r] = replicas[r]!.sync();
-          await deliver(r);
-        }
-        const peek = await global.apply([{ ...spec(0), limit: 1_000_000 }]);
-        expect(1_000_000 - peek.results[0]!.remaining).toBe(admitted);
+      fc.asyncProperty(run(0), async ({ shape, steps }) => {
+        const { admitted, most, globalCount } = await simulate(shape, steps);
+        const { replicas, limit } = shape;
+        expect(sum(admitted)).toBeLessThanOrEqual(limit + (replicas - 1) * Math.min(limit, most));
+        // Every admitted hit reached the global count, and nothing else did.
+        expect(globalCount).toBe(sum(admitted));
       }),
       { seed: 3030, numRuns: propertyRuns(400) },
+    );
+  });
+
+  it('keeps the bound in every window as time passes (fixed windows, and any W for sliding)', async () => {
+    await fc.assert(
+      fc.asyncProperty(run(W / 2), async ({ shape, steps }) => {
+        const { admitted, most } = await simulate(shape, steps);
+        const { replicas, limit, algorithm } = shape;
+        const bound = limit + (replicas - 1) * Math.min(limit, most);
+        for (const first of admitted) {
+          // Fixed: the aligned window of this call; sliding: the W ms from this call on.
+          const from = algorithm === 'fixed_window' ? first.at - ((first.at - T0) % W) : first.at;
+          const inWindow = admitted.filter((call) => call.at >= from && call.at < from + W);
+          expect(sum(inWindow)).toBeLessThanOrEqual(bound);
+        }
+      }),
+      { seed: 3032, numRuns: propertyRuns(400) },
     );
   });
 
@@ -177,7 +241,7 @@ describe('cached mode: the over-admission bound (property)', () => {
         fc.record({ kind: fc.constant('sync' as const) }),
         fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 1, max: 40_000 }) }),
       ),
-      { maxLength: 120 },
+      { maxLength: 120, size: 'max' },
     );
     await fc.assert(
       fc.asyncProperty(history, async (steps) => {
