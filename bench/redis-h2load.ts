@@ -445,7 +445,7 @@ export function formatRedis(result: RedisResult | string): string {
     grid(
       [
         'on Redis (calls/s, CPU µs/call: process + Redis)',
-        `sluice (WORKERS ${result.workers})`,
+        `sluice (WORKERS ${result.workers}; cached rows ${result.bounds.workers ?? 1} per replica)`,
         'reference',
         'calls/s ratio (target >= 1.5)',
         'Redis CPU ratio (<= 1.0)',
