@@ -119,6 +119,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     defaultAlgorithm: settings.defaultAlgorithm,
     maxRulesPerFile: settings.configMaxRulesPerFile,
     maxRules: settings.configMaxRules,
+    algorithmRefusal: settings.algorithmRefusal,
   };
   // The store is created after the first load; the gauge reads it once it exists.
   const storeRef: { current?: CounterStore } = {};

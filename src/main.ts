@@ -327,6 +327,7 @@ async function check(args: string[]): Promise<number> {
     defaultAlgorithm: settings.defaultAlgorithm,
     maxRulesPerFile: settings.configMaxRulesPerFile,
     maxRules: settings.configMaxRules,
+    algorithmRefusal: settings.algorithmRefusal,
   });
   for (const warning of result.warnings) {
     process.stderr.write(`warning: ${formatConfigProblem(warning)}\n`);

@@ -23,7 +23,50 @@ export function redisSettings(r: Reader, required: boolean): RedisStoreOptions {
     keyPrefix: r.raw('CACHE_KEY_PREFIX') ?? '',
     localCacheBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 1 << 30),
     waitAtStart: r.bool('REDIS_WAIT_AT_START', false),
+    ...cachedModeSettings(r, required),
   };
+}
+
+/** Shortest `REDIS_SYNC_INTERVAL`: below it the flushes cost Redis more than they save. */
+const MIN_SYNC_INTERVAL_MS = 10;
+
+/** Longest `REDIS_SYNC_INTERVAL`: past a minute the global view is too old to limit anything. */
+const MAX_SYNC_INTERVAL_MS = 60_000;
+
+/**
+ * `REDIS_MODE` (`exact` | `cached`) and `REDIS_SYNC_INTERVAL` (docs/cached-mode.md), checked
+ * whatever the backend; `cached` needs the Redis store (`redisChosen`).
+ */
+function cachedModeSettings(
+  r: Reader,
+  redisChosen: boolean,
+): Pick<RedisStoreOptions, 'mode' | 'syncIntervalMs'> {
+  const modeText = r.string('REDIS_MODE', 'exact').toLowerCase();
+  if (modeText !== 'exact' && modeText !== 'cached') {
+    r.problems.push(`REDIS_MODE=${JSON.stringify(modeText)}: expected exact or cached`);
+  }
+  const mode = modeText === 'cached' ? 'cached' : 'exact';
+  if (mode === 'cached' && !redisChosen) {
+    r.problems.push(
+      'REDIS_MODE=cached: needs BACKEND_TYPE=redis (cached mode syncs local counters with Redis); ' +
+        'set BACKEND_TYPE=redis and REDIS_URL, or remove REDIS_MODE',
+    );
+  }
+  const text = r.raw('REDIS_SYNC_INTERVAL') ?? '100ms';
+  let syncIntervalMs = goDurationMs(text);
+  if (
+    syncIntervalMs === undefined ||
+    syncIntervalMs < MIN_SYNC_INTERVAL_MS ||
+    syncIntervalMs > MAX_SYNC_INTERVAL_MS
+  ) {
+    r.problems.push(
+      `REDIS_SYNC_INTERVAL=${JSON.stringify(text)}: expected a duration from 10ms to 1m such as ` +
+        '100ms or 1s (shorter flushes cost Redis more than they save; longer ones let replicas ' +
+        'over-admit for longer)',
+    );
+    syncIntervalMs = 100;
+  }
+  return { mode, syncIntervalMs: Math.floor(syncIntervalMs) };
 }
 
 /**

@@ -18,6 +18,8 @@ import { Reader } from './settings-reader.js';
 import { redisSettings } from './settings-redis.js';
 import { statsSettings, tracingSettings, type StatsSettings } from './settings-telemetry.js';
 import { configTypeSetting, xdsSettingsChecked } from './settings-xds.js';
+import type { AlgorithmRefusal } from './config/validate.js';
+import { CACHED_MODE_ALGORITHMS } from './stores/cached/cached-store.js';
 import type { RedisStoreOptions, StoreOptions } from './stores/index.js';
 import type { StoreFailureMode } from './stores/failure-policy.js';
 import type { TracingSettings } from './tracing/tracing.js';
@@ -86,6 +88,11 @@ export interface Settings {
    * (default: gRPC UNAVAILABLE), `allow` (OK) or `memory` (decide in memory until Redis is back).
    */
   readonly storeFailureMode: StoreFailureMode;
+  /**
+   * The algorithms the store cannot count, refused at every rule load: those `REDIS_MODE=cached`
+   * cannot count (docs/cached-mode.md); `undefined` otherwise.
+   */
+  readonly algorithmRefusal: AlgorithmRefusal | undefined;
   /** `MEMORY_MAX_KEYS`: cap on live counters in the memory store (default 1,000,000). */
   readonly memoryMaxKeys: number;
   /**
@@ -326,6 +333,8 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     backendTypeInferred,
     redis: backendType === 'redis' ? redisOptions : undefined,
     storeFailureMode: failureText === 'allow' || failureText === 'memory' ? failureText : 'error',
+    algorithmRefusal:
+      backendType === 'redis' && redisOptions.mode === 'cached' ? CACHED_MODE_REFUSAL : undefined,
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
     // Unset, the store derives it from the heap limit of the process it runs in.
     memoryMaxBytes:
@@ -402,8 +411,24 @@ function logSettings(
   return { logLevel: logLevel ?? 'warn', logFormat: formatText === 'text' ? 'text' : 'json' };
 }
 
+/** What `REDIS_MODE=cached` refuses in the rules (docs/cached-mode.md, "Algorithms"). */
+const CACHED_MODE_REFUSAL: AlgorithmRefusal = Object.freeze({
+  algorithms: ALGORITHMS.filter((name) => !CACHED_MODE_ALGORITHMS.includes(name)),
+  setting: 'REDIS_MODE=cached',
+  reason: 'a periodically synced count cannot keep its exactness (see docs/cached-mode.md)',
+  otherwise: 'set REDIS_MODE=exact',
+});
+
 /** Problems no single setting shows: bounds that depend on each other. */
 function crossChecks(r: Reader, settings: Settings): void {
+  const refusal = settings.algorithmRefusal;
+  if (refusal?.algorithms.includes(settings.defaultAlgorithm) === true) {
+    r.problems.push(
+      `DEFAULT_ALGORITHM=${settings.defaultAlgorithm}: ${refusal.setting} cannot count it ` +
+        `(${refusal.reason}); set DEFAULT_ALGORITHM to one of ${CACHED_MODE_ALGORITHMS.join(', ')}, ` +
+        'or REDIS_MODE=exact',
+    );
+  }
   if (settings.httpRequestTimeoutMs < 1_000) {
     r.problems.push(
       `HTTP_REQUEST_TIMEOUT=${JSON.stringify(r.raw('HTTP_REQUEST_TIMEOUT'))}: expected at least 1s (requests need time to arrive)`,
@@ -431,19 +456,30 @@ function crossChecks(r: Reader, settings: Settings): void {
   }
 }
 
-/** What `sluice check` needs: only `MERGE_DOMAIN_CONFIG`, so unrelated settings cannot fail it. */
+/**
+ * What `sluice check` needs: only the settings that change how rules validate, so unrelated
+ * settings cannot fail it. `REDIS_MODE=cached` refuses the algorithms that mode cannot count, as
+ * the server would (whatever `BACKEND_TYPE`: the check has no store).
+ */
 export function loadCheckSettings(env: NodeJS.ProcessEnv): {
   readonly mergeDomainConfigs: boolean;
   readonly defaultAlgorithm: Algorithm;
   readonly configMaxRulesPerFile: number;
   readonly configMaxRules: number;
+  readonly algorithmRefusal: AlgorithmRefusal | undefined;
 } {
   const r = new Reader(env);
   const mergeDomainConfigs = r.bool('MERGE_DOMAIN_CONFIG', false);
   const algorithm = defaultAlgorithm(r);
   const limits = configLimits(r);
+  const cached = r.string('REDIS_MODE', 'exact').toLowerCase() === 'cached';
   throwIfProblems(r);
-  return { mergeDomainConfigs, defaultAlgorithm: algorithm, ...limits };
+  return {
+    mergeDomainConfigs,
+    defaultAlgorithm: algorithm,
+    ...limits,
+    algorithmRefusal: cached ? CACHED_MODE_REFUSAL : undefined,
+  };
 }
 
 /** `CONFIG_MAX_RULES_PER_FILE` and `CONFIG_MAX_RULES` (docs/operations.md, "Rule file bounds"). */

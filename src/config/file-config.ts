@@ -123,3 +123,15 @@ export const EXTENSION_KEYS: ReadonlySet<string> = new Set([
   ...DESCRIPTOR_EXTENSION_KEYS,
   ...RATE_LIMIT_EXTENSION_KEYS,
 ]);
+
+/** Algorithms a setting rules out, and why (a plain object: it crosses to the build worker). */
+export interface AlgorithmRefusal {
+  /** The algorithms refused. */
+  readonly algorithms: readonly Algorithm[];
+  /** The setting that rules them out, as the message names it (`REDIS_MODE=cached`). */
+  readonly setting: string;
+  /** Why, in a few words, for the message. */
+  readonly reason: string;
+  /** The other way out the message offers besides another algorithm (`set REDIS_MODE=exact`). */
+  readonly otherwise: string;
+}

@@ -119,6 +119,7 @@ function plainOptions(options: ConfigOptions): ConfigOptions {
     defaultAlgorithm: options.defaultAlgorithm,
     maxRulesPerFile: options.maxRulesPerFile,
     maxRules: options.maxRules,
+    algorithmRefusal: options.algorithmRefusal,
   };
 }
 

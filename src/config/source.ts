@@ -72,6 +72,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
               defaultAlgorithm: options.defaultAlgorithm,
               maxRulesPerFile: options.maxRulesPerFile,
               maxRules: options.maxRules,
+              algorithmRefusal: options.algorithmRefusal,
               pollIntervalMs: options.pollIntervalMs,
               onBuildProgress: options.onBuildProgress,
               onSnapshot(snapshot) {
@@ -87,6 +88,7 @@ export function createFileSource(options: FileSourceOptions): RuleSource {
           defaultAlgorithm: options.defaultAlgorithm,
           maxRulesPerFile: options.maxRulesPerFile,
           maxRules: options.maxRules,
+          algorithmRefusal: options.algorithmRefusal,
           signal: abort.signal,
           onProgress: options.onBuildProgress,
         });

@@ -21,6 +21,7 @@ import {
   type ParsedFile,
   type YamlNode,
 } from './parse.js';
+import type { AlgorithmRefusal } from './file-config.js';
 import { readRateLimit, readRateLimitList } from './validate-rate-limit.js';
 import { FieldReader } from './yaml-fields.js';
 
@@ -41,6 +42,7 @@ export class Walker {
     private readonly parsed: ParsedFile,
     private readonly defaultAlgorithm: Algorithm,
     private readonly maxRules: number,
+    private readonly refusal?: AlgorithmRefusal,
   ) {
     this.fields = new FieldReader(parsed);
   }
@@ -145,7 +147,13 @@ export class Walker {
           break;
         case 'rate_limit':
           rateLimitEntry = entry;
-          rateLimit = readRateLimit(this.fields, this.defaultAlgorithm, entry.value, entryPath);
+          rateLimit = readRateLimit(
+            this.fields,
+            this.defaultAlgorithm,
+            entry.value,
+            entryPath,
+            this.refusal,
+          );
           break;
         case 'rate_limits':
           rateLimitsEntry = entry;
@@ -154,6 +162,7 @@ export class Walker {
             this.defaultAlgorithm,
             entry.value,
             entryPath,
+            this.refusal,
           );
           break;
         case 'descriptors':

@@ -11,7 +11,12 @@ import {
   type Algorithm,
 } from '../algorithms/index.js';
 import { RATE_LIMIT_UNITS, UNIT_MS, type RateLimitUnit } from '../model.js';
-import { ALL_RATE_LIMIT_KEYS, REPLACES_KEYS, type RateLimitConfig } from './file-config.js';
+import {
+  ALL_RATE_LIMIT_KEYS,
+  REPLACES_KEYS,
+  type AlgorithmRefusal,
+  type RateLimitConfig,
+} from './file-config.js';
 import { describeNode, quote, type MapEntry, type YamlNode } from './parse.js';
 import type { FieldReader } from './yaml-fields.js';
 
@@ -172,10 +177,23 @@ function checkAlgorithmBounds(
   unit: RateLimitUnit | undefined,
   node: YAMLMap,
   path: string,
+  refusal: AlgorithmRefusal | undefined,
 ): void {
   const { algorithm, burstEntry } = keys;
   const effective = algorithm ?? defaultAlgorithm;
   const bounds = ALGORITHM_BY_NAME[effective].bounds;
+  if (refusal?.algorithms.includes(effective) === true && !keys.unlimited) {
+    const accepted = ALGORITHMS.filter((name) => !refusal.algorithms.includes(name));
+    fields.sink.add(
+      `${path}.algorithm`,
+      `algorithm ${effective}` +
+        (algorithm === undefined ? ' (the default algorithm, DEFAULT_ALGORITHM)' : '') +
+        ` cannot be counted with ${refusal.setting}: ${refusal.reason}; ` +
+        `set algorithm: ${accepted.join(' or ')}, or ${refusal.otherwise}`,
+      keys.algorithmEntry?.keyNode ?? node,
+    );
+    keys.valid = false;
+  }
   if (burstEntry !== undefined && !bounds.acceptsBurst) {
     fields.sink.add(
       `${path}.burst`,
@@ -211,6 +229,7 @@ export function readRateLimit(
   defaultAlgorithm: Algorithm,
   node: YamlNode | null,
   path: string,
+  refusal?: AlgorithmRefusal,
 ): RateLimitConfig | undefined {
   // `rate_limit:` with nothing after it is no rule at all, as in the reference.
   if (node === null) return undefined;
@@ -224,7 +243,7 @@ export function readRateLimit(
   }
   const keys = readRateLimitKeys(fields, node, path);
   const unit = checkUnit(fields, keys, node, path);
-  checkAlgorithmBounds(fields, defaultAlgorithm, keys, unit, node, path);
+  checkAlgorithmBounds(fields, defaultAlgorithm, keys, unit, node, path, refusal);
   const replaces = readReplaces(fields, keys.replacesEntry, `${path}.replaces`, keys.name);
   if (!keys.valid || replaces === undefined) return undefined;
   return {
@@ -245,6 +264,7 @@ export function readRateLimitList(
   defaultAlgorithm: Algorithm,
   node: YamlNode | null,
   path: string,
+  refusal?: AlgorithmRefusal,
 ): readonly RateLimitConfig[] | undefined {
   if (!isSeq(node) || node.items.length === 0) {
     fields.sink.add(
@@ -259,7 +279,7 @@ export function readRateLimitList(
   const limits: RateLimitConfig[] = [];
   const seen = new Map<string, number>();
   const valid = fields.everyMapItem(node, path, (resolved, itemPath, index) => {
-    const limit = readRateLimit(fields, defaultAlgorithm, resolved, itemPath);
+    const limit = readRateLimit(fields, defaultAlgorithm, resolved, itemPath, refusal);
     if (limit === undefined) return false;
     if (limit.unlimited) {
       fields.sink.add(

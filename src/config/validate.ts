@@ -8,13 +8,18 @@
  */
 import type { ConfigProblem } from '../errors.js';
 import { DEFAULT_ALGORITHM, type Algorithm } from '../algorithms/index.js';
-import type { DescriptorConfig, FileConfig } from './file-config.js';
+import type { AlgorithmRefusal, DescriptorConfig, FileConfig } from './file-config.js';
 import { formatPosition, parseConfigYaml, quote, type SourcePosition } from './parse.js';
 import { Walker } from './validate-descriptor.js';
 
 // The validated types and the format's keys live in file-config.ts; the rest of sluice imports
 // them from here, the entry to validation.
-export type { DescriptorConfig, FileConfig, RateLimitConfig } from './file-config.js';
+export type {
+  AlgorithmRefusal,
+  DescriptorConfig,
+  FileConfig,
+  RateLimitConfig,
+} from './file-config.js';
 export { DESCRIPTOR_KEYS, RATE_LIMIT_KEYS } from './file-config.js';
 
 /** Options for validating and building a file set. */
@@ -36,6 +41,11 @@ export interface ConfigOptions {
   readonly maxRulesPerFile?: number;
   /** Most rules all files together may hold (`CONFIG_MAX_RULES`); default {@link DEFAULT_MAX_RULES}. */
   readonly maxRules?: number;
+  /**
+   * Algorithms the store cannot count (e.g. `REDIS_MODE=cached`, docs/cached-mode.md): a limit
+   * using one, named or by default, is refused. `undefined`: every algorithm is accepted.
+   */
+  readonly algorithmRefusal?: AlgorithmRefusal | undefined;
 }
 
 /** Default of `ConfigOptions.maxRulesPerFile`. */
@@ -97,7 +107,12 @@ export function validateFiles(
     } else {
       // The file may hold up to what is left of the total, and at most its own bound.
       const allowed = Math.min(maxPerFile, maxRules - rules);
-      const walker = new Walker(parsed, options.defaultAlgorithm ?? DEFAULT_ALGORITHM, allowed);
+      const walker = new Walker(
+        parsed,
+        options.defaultAlgorithm ?? DEFAULT_ALGORITHM,
+        allowed,
+        options.algorithmRefusal,
+      );
       configs.push(walker.root(parsed.root));
       rules += walker.rules;
       if (walker.rules > maxPerFile) {

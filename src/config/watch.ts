@@ -7,6 +7,7 @@ import { lstat, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import type { ConfigError } from '../errors.js';
 import type { ConfigSnapshot } from './types.js';
+import type { ConfigOptions } from './validate.js';
 import { isEditorTempName, isRuleFileName, scanConfigPaths, snapshotOfFiles } from './load.js';
 
 /** Options of `watchConfig`. */
@@ -21,6 +22,8 @@ export interface WatchOptions {
   readonly maxRulesPerFile?: number;
   /** `ConfigOptions.maxRules` (`CONFIG_MAX_RULES`). */
   readonly maxRules?: number;
+  /** `ConfigOptions.algorithmRefusal` (`REDIS_MODE=cached`). */
+  readonly algorithmRefusal?: ConfigOptions['algorithmRefusal'];
   /** Quiet time after the first event of a burst before reloading, in ms; default 100. */
   readonly debounceMs?: number;
   /**
@@ -162,6 +165,7 @@ class Watch implements ConfigWatcher {
           defaultAlgorithm: this.options.defaultAlgorithm,
           maxRulesPerFile: this.options.maxRulesPerFile,
           maxRules: this.options.maxRules,
+          algorithmRefusal: this.options.algorithmRefusal,
           signal: this.abort.signal,
           onProgress: this.options.onBuildProgress,
         });

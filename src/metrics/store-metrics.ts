@@ -23,6 +23,13 @@ export interface StoreMetricsSink {
   localCacheOverLimit(count: number): void;
   /** Whether a fallback policy answered instead of the store (`allow`, `memory`, `error`). */
   fallback(policy: string): void;
+  /**
+   * Cached mode (docs/cached-mode.md): one sync with Redis ended, `ok` or not, carrying `counters`
+   * counters; `pendingHits` admitted hits are still waiting for Redis; `atMs` its end (epoch ms).
+   */
+  cachedSync?(ok: boolean, counters: number, pendingHits: number, atMs: number): void;
+  /** Cached mode: `hits` admitted hits dropped before reaching Redis (their counter was evicted). */
+  cachedDroppedHits?(hits: number): void;
 }
 
 /**
@@ -38,6 +45,13 @@ export function createStoreMetrics(
   const storeErrors = new Map<string, number>();
   const fallbacks = new Map<string, number>();
   let localCacheOverLimit = 0;
+  const syncs = { ok: 0, error: 0 };
+  let syncedCounters = 0;
+  let pendingHits = 0;
+  let droppedHits = 0;
+  // Until the first sync: counted from the start (a store that never syncs ages from then).
+  let lastSyncOkMs: number | undefined;
+  let firstSyncMs: number | undefined;
   labelledCounter(
     registry,
     'sluice_store_evictions_total',
@@ -77,7 +91,53 @@ export function createStoreMetrics(
     'Counters held by the store (may include expired ones not yet reclaimed)',
     storeSize,
   );
+  labelledCounter(
+    registry,
+    'sluice_cached_syncs_total',
+    'Cached mode: syncs with Redis by result (ok, error)',
+    'result',
+    () => Object.entries(syncs),
+  );
+  plainCounter(
+    registry,
+    'sluice_cached_synced_counters_total',
+    'Cached mode: counters carried by syncs with Redis (one write per counter per sync)',
+    () => syncedCounters,
+  );
+  plainCounter(
+    registry,
+    'sluice_cached_dropped_hits_total',
+    'Cached mode: admitted hits dropped before reaching Redis (their counter was evicted)',
+    () => droppedHits,
+  );
+  plainGauge(
+    registry,
+    'sluice_cached_pending_hits',
+    'Cached mode: admitted hits not yet in Redis, as of the last sync',
+    () => pendingHits,
+  );
+  plainGauge(
+    registry,
+    'sluice_cached_last_sync_age_seconds',
+    'Cached mode: seconds since the last successful sync with Redis (0 before the first sync)',
+    () => {
+      const since = lastSyncOkMs ?? firstSyncMs;
+      return since === undefined ? 0 : Math.max(0, Date.now() - since) / 1000;
+    },
+  );
   return {
+    cachedSync(ok, counters, pending, atMs) {
+      firstSyncMs ??= atMs;
+      syncs[ok ? 'ok' : 'error']++;
+      if (ok) {
+        syncedCounters += counters;
+        lastSyncOkMs = atMs;
+      }
+      pendingHits = pending;
+    },
+    cachedDroppedHits(hits) {
+      droppedHits += hits;
+    },
     evicted(reason, count) {
       evictions[reason] += count;
     },

@@ -122,6 +122,7 @@ export async function createEmbeddedLimiter(
     defaultAlgorithm: settings.defaultAlgorithm,
     maxRulesPerFile: settings.configMaxRulesPerFile,
     maxRules: settings.configMaxRules,
+    algorithmRefusal: settings.algorithmRefusal,
     watch: options.watch,
   });
   await source.start(serving);

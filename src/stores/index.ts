@@ -2,7 +2,8 @@
  * The store factory: the counter store the settings ask for (docs/configuration.md).
  * `BACKEND_TYPE=memory` gives the memory store; `redis` gives the Redis store behind the failure
  * policy (`STORE_FAILURE_MODE`), still connecting in the background when the promise resolves
- * (unless `REDIS_WAIT_AT_START` asks to wait up to `REDIS_TIMEOUT` for it).
+ * (unless `REDIS_WAIT_AT_START` asks to wait up to `REDIS_TIMEOUT` for it); `REDIS_MODE=cached`
+ * puts the cached store (stores/cached/) in front of it.
  */
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logging/logger.js';
@@ -12,6 +13,7 @@ import { withFailurePolicy, type StoreFailureMode } from './failure-policy.js';
 import { createMemoryStore, defaultMaxBytes } from './memory/memory-store.js';
 import { createRedisClient, waitUntilReady, type RedisConnectionOptions } from './redis/connect.js';
 import { createRedisStore } from './redis/redis-store.js';
+import { createCachedStore } from './cached/cached-store.js';
 
 /** Least time between two "evicted live counters" warnings of one memory store, ms. */
 export const LRU_WARNING_INTERVAL_MS = 60_000;
@@ -32,6 +34,13 @@ export interface RedisStoreOptions {
    * answers.
    */
   readonly waitAtStart: boolean;
+  /**
+   * `REDIS_MODE`: `exact` (default) decides every call in Redis; `cached` decides locally and
+   * syncs with Redis every `syncIntervalMs` (docs/cached-mode.md).
+   */
+  readonly mode: 'exact' | 'cached';
+  /** `REDIS_SYNC_INTERVAL` in ms (default 100): how often cached mode syncs with Redis. */
+  readonly syncIntervalMs: number;
 }
 
 /**
@@ -164,6 +173,8 @@ export async function createStore(
     : undefined;
   logger.info(
     {
+      mode: redis.mode,
+      syncIntervalMs: redis.mode === 'cached' ? redis.syncIntervalMs : undefined,
       redisType: redis.main.type,
       perSecond: perSecondClient !== undefined,
       localCacheBytes: redis.localCacheBytes,
@@ -173,6 +184,19 @@ export async function createStore(
     },
     'redis store created',
   );
+  if (redis.mode === 'cached') {
+    // Decisions are local; the failure policy's rules are applied by the cached store itself
+    // (docs/cached-mode.md, "Redis down").
+    return createCachedStore({
+      remote: store,
+      syncIntervalMs: redis.syncIntervalMs,
+      maxCounters: settings.memoryMaxKeys,
+      failureMode: settings.storeFailureMode,
+      clock,
+      metrics,
+      logger: options.logger.child({ module: 'cached-store' }),
+    });
+  }
   return withFailurePolicy({
     store,
     mode: settings.storeFailureMode,

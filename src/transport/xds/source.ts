@@ -316,6 +316,7 @@ async function judgeResponse(
       defaultAlgorithm: options.defaultAlgorithm,
       maxRulesPerFile: options.maxRulesPerFile,
       maxRules: options.maxRules,
+      algorithmRefusal: options.algorithmRefusal,
       signal,
       onProgress: options.onBuildProgress,
     });

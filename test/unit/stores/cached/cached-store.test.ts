@@ -1,0 +1,338 @@
+/**
+ * Cached mode's store (docs/cached-mode.md): local decisions by the batch rule, the sync, window
+ * changes, failures and the failure policy. The shared store is a real memory store on the same
+ * manual clock (what Redis does for a shadow spec: charge whatever the count, report the room),
+ * reached through a wrapper that can hold, fail or report itself down; nothing here sleeps.
+ */
+import { describe, expect, it } from 'vitest';
+import { createManualClock, type ManualClock } from '../../../../src/clock.js';
+import { SluiceError } from '../../../../src/errors.js';
+import type { StoreMetricsSink } from '../../../../src/metrics/metrics.js';
+import {
+  createCachedStore,
+  type CachedStore,
+  type CachedStoreOptions,
+} from '../../../../src/stores/cached/cached-store.js';
+import type {
+  BatchResult,
+  CounterSpec,
+  CounterStore,
+} from '../../../../src/stores/counter-store.js';
+import { createMemoryStore } from '../../../../src/stores/memory/memory-store.js';
+
+/** Start of a minute, so fixed windows of a minute start here. */
+const T0 = 1_700_000_040_000;
+
+/** A shared store that can fail, or say it is down, on demand. */
+class SharedStore implements CounterStore {
+  failing = false;
+  down = false;
+  calls = 0;
+  constructor(readonly inner: CounterStore) {}
+  apply(specs: readonly CounterSpec[]): Promise<BatchResult> {
+    this.calls++;
+    if (this.failing) {
+      return Promise.reject(new SluiceError('STORE_UNAVAILABLE', 'redis: connection refused'));
+    }
+    return this.inner.apply(specs);
+  }
+  size(): number {
+    return this.inner.size();
+  }
+  healthy(): boolean {
+    return !this.down;
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+function spec(overrides: Partial<CounterSpec> = {}): CounterSpec {
+  return {
+    key: 'k',
+    algorithm: 'fixed_window',
+    limit: 10,
+    windowMs: 60_000,
+    burst: 10,
+    hits: 1,
+    mode: 'enforced',
+    ...overrides,
+  };
+}
+
+/** The count the shared store holds for `key`. */
+function sharedCount(shared: SharedStore, key = 'k'): number {
+  return shared.inner.top!(100).find((counter) => counter.key === key)?.count ?? 0;
+}
+
+interface Rig {
+  clock: ManualClock;
+  shared: SharedStore;
+  replica: (options?: Partial<CachedStoreOptions>) => CachedStore;
+}
+
+function rig(): Rig {
+  const clock = createManualClock(T0);
+  const shared = new SharedStore(createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 }));
+  return {
+    clock,
+    shared,
+    replica: (options = {}) =>
+      createCachedStore({
+        remote: shared,
+        syncIntervalMs: 100,
+        maxCounters: 1000,
+        failureMode: 'memory',
+        clock: clock.now,
+        timer: false,
+        ...options,
+      }),
+  };
+}
+
+/** A metrics sink that records what cached mode reports. */
+function recordingSink(): StoreMetricsSink & {
+  syncs: { ok: boolean; counters: number; pending: number }[];
+  dropped: number;
+  fallbacks: string[];
+} {
+  const sink = {
+    syncs: [] as { ok: boolean; counters: number; pending: number }[],
+    dropped: 0,
+    fallbacks: [] as string[],
+    evicted: () => undefined,
+    storeError: () => undefined,
+    localCacheOverLimit: () => undefined,
+    fallback: (policy: string) => void sink.fallbacks.push(policy),
+    cachedSync: (ok: boolean, counters: number, pending: number) =>
+      void sink.syncs.push({ ok, counters, pending }),
+    cachedDroppedHits: (hits: number) => {
+      sink.dropped += hits;
+    },
+  };
+  return sink;
+}
+
+describe('cached store: local decisions', () => {
+  it('decides a counter never synced as empty, and the sync tells it what others counted', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    const b = replica();
+    for (let i = 0; i < 6; i++) expect(a.applyNow([spec()]).admitted).toBe(true);
+    // b knows nothing yet: it decides from 0 (the over-admission docs/cached-mode.md bounds).
+    expect(b.applyNow([spec({ hits: 10 })]).admitted).toBe(true);
+    await a.sync();
+    await b.sync();
+    expect(sharedCount(shared)).toBe(16);
+    // b's sync read 16; a's read only its own 6 and still admits until its next sync.
+    expect(b.applyNow([spec()]).admitted).toBe(false);
+    expect(a.applyNow([spec()]).admitted).toBe(true);
+    await a.sync();
+    expect(a.applyNow([spec()]).admitted).toBe(false);
+    expect(sharedCount(shared)).toBe(17);
+  });
+
+  it('admits exactly the limit on one replica, and reports the room left', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    const admitted: number[] = [];
+    for (let i = 0; i < 14; i++) {
+      const result = a.applyNow([spec()]);
+      if (result.admitted) admitted.push(result.results[0]!.remaining);
+      if (i % 3 === 0) await a.sync();
+    }
+    expect(admitted).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+    await a.sync();
+    expect(sharedCount(shared)).toBe(10);
+  });
+
+  it('charges nothing for a rejected batch, and keeps the batch rule (all or nothing, shadow, quota)', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    // b over (limit 1, 2 hits) rejects the whole batch: a is not charged either.
+    const rejected = a.applyNow([spec({ key: 'a' }), spec({ key: 'b', limit: 1, hits: 2 })]);
+    expect(rejected.admitted).toBe(false);
+    expect(rejected.results.map((r) => r.overLimit)).toEqual([false, true]);
+    expect(a.pendingHits()).toBe(0);
+    // A shadow counter over its limit never rejects and is charged.
+    const shadow = a.applyNow([
+      spec({ key: 'a' }),
+      spec({ key: 's', limit: 1, hits: 3, mode: 'shadow' }),
+    ]);
+    expect(shadow.admitted).toBe(true);
+    // A quota counter without room is not charged; with one group over and no other, rejected.
+    const quota = a.applyNow([spec({ key: 'q', limit: 1, hits: 2, mode: 'quota', quotaGroup: 0 })]);
+    expect(quota.admitted).toBe(false);
+    await a.sync();
+    expect(sharedCount(shared, 'a')).toBe(1);
+    expect(sharedCount(shared, 's')).toBe(3);
+    expect(sharedCount(shared, 'q')).toBe(0);
+    expect(sharedCount(shared, 'b')).toBe(0);
+  });
+
+  it('keeps a counter charged past its limit over after a sync, for a check of 0 hits too', async () => {
+    const { replica } = rig();
+    const a = replica();
+    // Shadow charges 12 of 10; Redis then reports no room, not the count.
+    expect(a.applyNow([spec({ hits: 12, mode: 'shadow' })]).admitted).toBe(true);
+    await a.sync();
+    // The memory store finds 12 > 10 over even for 0 hits; so must the view.
+    expect(a.applyNow([spec({ hits: 0 })]).results[0]!.overLimit).toBe(true);
+  });
+
+  it('checks specs sharing a key cumulatively', () => {
+    const { replica } = rig();
+    const a = replica();
+    const result = a.applyNow([spec({ hits: 6 }), spec({ hits: 5 })]);
+    expect(result.admitted).toBe(false);
+    expect(result.results.map((r) => r.overLimit)).toEqual([false, true]);
+    expect(a.applyNow([spec({ hits: 6 }), spec({ hits: 4 })]).admitted).toBe(true);
+  });
+
+  it('starts a fixed window from zero when it ends, and never sends the hits of an ended window', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    const b = replica();
+    b.applyNow([spec({ hits: 8 })]);
+    await b.sync();
+    await a.sync(); // a learns nothing yet: it has no counter
+    a.applyNow([spec({ hits: 0 })]);
+    await a.sync();
+    expect(a.applyNow([spec({ hits: 3 })]).admitted).toBe(false);
+    expect(a.applyNow([spec({ hits: 2 })]).admitted).toBe(true);
+    clock.advance(60_000);
+    // New window: the view of the old one no longer counts, nor do a's unsent hits of it.
+    expect(a.applyNow([spec({ hits: 10 })]).admitted).toBe(true);
+    expect(a.pendingHits()).toBe(10);
+    await a.sync();
+    expect(sharedCount(shared)).toBe(10);
+  });
+
+  it('keeps a sliding window view until every hit in it has expired (a conservative view)', async () => {
+    const { clock, replica } = rig();
+    const b = replica();
+    const a = replica();
+    const sliding = (hits: number): CounterSpec => spec({ algorithm: 'sliding_window', hits });
+    b.applyNow([sliding(10)]);
+    await b.sync();
+    a.applyNow([sliding(0)]);
+    await a.sync();
+    // Half a window later the shared counter is still full; a minute and a bucket later it is empty.
+    clock.advance(30_000);
+    expect(a.applyNow([sliding(1)]).admitted).toBe(false);
+    clock.advance(30_000 + 3_000);
+    expect(a.applyNow([sliding(1)]).admitted).toBe(true);
+  });
+
+  it('drops idle counters whose view holds nothing, and counts unsent hits it must evict', async () => {
+    const { clock, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ maxCounters: 2, metrics: sink });
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'y' })]);
+    a.applyNow([spec({ key: 'z', hits: 2 })]);
+    expect(a.size()).toBe(2);
+    expect(sink.dropped).toBe(1);
+    await a.sync();
+    clock.advance(60_000);
+    await a.sync(); // used since: refreshed
+    await a.sync(); // idle, window over, nothing local: dropped
+    expect(a.size()).toBe(0);
+  });
+});
+
+describe('cached store: syncs and failures', () => {
+  it('sends one write per counter per sync, however many calls', async () => {
+    const { shared, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ metrics: sink });
+    for (let i = 0; i < 50; i++)
+      a.applyNow([spec({ key: 'a', limit: 1000 }), spec({ key: 'b', limit: 1000 })]);
+    await a.sync();
+    expect(shared.calls).toBe(1);
+    expect(sink.syncs).toEqual([{ ok: true, counters: 2, pending: 0 }]);
+    expect(sharedCount(shared, 'a')).toBe(50);
+  });
+
+  it('splits a sync of many counters into requests of at most 512', async () => {
+    const { shared, replica } = rig();
+    const a = replica({ maxCounters: 2000 });
+    for (let i = 0; i < 1100; i++) a.applyNow([spec({ key: `k${i}` })]);
+    await a.sync();
+    expect(shared.calls).toBe(3);
+    const peek = await shared.inner.apply([spec({ key: 'k1099', hits: 0 })]);
+    expect(peek.results[0]!.remaining).toBe(9);
+  });
+
+  it('keeps deciding while the shared store fails, keeps the hits, and delivers them when it is back', async () => {
+    const { shared, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ metrics: sink });
+    a.applyNow([spec({ hits: 4 })]);
+    shared.failing = true;
+    shared.down = true;
+    await a.sync();
+    expect(sink.syncs.at(-1)).toEqual({ ok: false, counters: 1, pending: 4 });
+    expect(a.healthy()).toBe(true);
+    expect(a.applyNow([spec({ hits: 6 })]).admitted).toBe(true);
+    expect(a.applyNow([spec()]).admitted).toBe(false);
+    await a.sync();
+    expect(a.pendingHits()).toBe(10);
+    shared.failing = false;
+    shared.down = false;
+    await a.sync();
+    expect(sharedCount(shared)).toBe(10);
+    expect(a.pendingHits()).toBe(0);
+    expect(sink.syncs.at(-1)).toEqual({ ok: true, counters: 1, pending: 0 });
+  });
+
+  it('counts hits admitted while a sync is in flight after it, not in it', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 3 })]);
+    const syncing = a.sync();
+    a.applyNow([spec({ hits: 2 })]);
+    await syncing;
+    // The view holds the 3 sent; the 2 since are local and pending.
+    expect(a.applyNow([spec({ hits: 6 })]).admitted).toBe(false);
+    expect(a.applyNow([spec({ hits: 5 })]).admitted).toBe(true);
+    await a.sync();
+    expect(sharedCount(shared)).toBe(10);
+  });
+
+  it('with STORE_FAILURE_MODE=error fails calls while Redis is down, and sends the kept hits after', async () => {
+    const { shared, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ failureMode: 'error', metrics: sink });
+    a.applyNow([spec({ hits: 2 })]);
+    shared.down = true;
+    shared.failing = true;
+    expect(a.healthy()).toBe(false);
+    expect(() => a.applyNow([spec()])).toThrow(/redis is not reachable/);
+    await expect(a.apply([spec()])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(sink.fallbacks).toEqual(['error', 'error']);
+    await a.sync();
+    shared.down = false;
+    shared.failing = false;
+    expect(a.healthy()).toBe(true);
+    await a.sync();
+    expect(sharedCount(shared)).toBe(2);
+  });
+
+  it('sends what is pending when closed', async () => {
+    const { replica, shared, clock } = rig();
+    const keep = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+    const a = replica({
+      remote: {
+        ...shared,
+        apply: (s) => keep.apply(s),
+        close: () => Promise.resolve(),
+        healthy: () => true,
+        size: () => 0,
+      },
+    });
+    a.applyNow([spec({ hits: 7 })]);
+    await a.close();
+    expect(keep.top!(1)[0]?.count).toBe(7);
+  });
+});
