@@ -205,7 +205,8 @@ export async function createApp(options: AppOptions): Promise<App> {
         });
   const limiter = createLimiter({
     store:
-      tracing !== undefined && settings.backendType === 'redis'
+      // Cached mode answers from local counters, so a call has no Redis work to show as a span.
+      tracing !== undefined && settings.backendType === 'redis' && settings.redis?.mode !== 'cached'
         ? tracing.traceStore(store, settings.redis?.perSecond !== undefined)
         : store,
     shadowMode: settings.shadowMode,

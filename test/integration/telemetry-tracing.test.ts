@@ -200,6 +200,26 @@ describe.skipIf(need.skip)('tracing into a real Jaeger', () => {
     },
   );
 
+  it.skipIf(redisNeed.skip)(
+    'gives REDIS_MODE=cached no "Redis Pipeline Execution": its calls do not reach Redis',
+    async () => {
+      const redis = await startRedis(group);
+      const { app, address } = await start('grpc', {
+        BACKEND_TYPE: 'redis',
+        REDIS_URL: redis.address,
+        REDIS_MODE: 'cached',
+        REDIS_WAIT_AT_START: 'true',
+      });
+      const traceId = hex(16);
+      await callWith(address, { traceparent: `00-${traceId}-${hex(8)}-01` });
+      await app.close();
+      // The call's spans are exported together at the close: once its execution span is there,
+      // a store span would be too.
+      const spans = await spansOf(traceId, ['ShouldRateLimit Execution']);
+      expect(spans.map((s) => s.operationName)).not.toContain('Redis Pipeline Execution');
+    },
+  );
+
   it('samples nothing the caller marked unsampled, at TRACING_SAMPLING_RATE 1', async () => {
     const { app, address } = await start('http');
     const unsampled = hex(16);
