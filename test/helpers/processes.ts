@@ -46,20 +46,33 @@ function bindable(port: number): Promise<boolean> {
   });
 }
 
+/** Ports this process has handed out: a child may not have bound one yet when the next is drawn. */
+const handedOut = new Set<number>();
+
 /**
  * A port that was free a moment ago, for a child process to listen on. It is drawn at random
  * below the ephemeral range: a port-0 listener's port comes from that range, where any outgoing
  * connection of a parallel test (a Redis client, an HTTP request) may take it as its local port
- * before the child binds it (seen as EADDRINUSE in CI).
+ * before the child binds it (seen as EADDRINUSE in CI). Each vitest worker draws from a slice of
+ * its own (`VITEST_POOL_ID`), and never twice the same port, so two test files running at once
+ * cannot both be handed a port before either child binds it (also seen: an Envoy listener).
  */
 export async function freePort(): Promise<number> {
   const top = ephemeralStart() - 1;
   const bottom = Math.max(10_000, top - 12_000);
+  const slices = 8;
+  const width = Math.floor((top - bottom + 1) / slices);
+  const pool = Number(process.env.VITEST_POOL_ID ?? '1');
+  const first = bottom + ((Number.isInteger(pool) && pool > 0 ? pool - 1 : 0) % slices) * width;
   for (let attempt = 0; attempt < 50; attempt++) {
-    const port = bottom + Math.floor(Math.random() * (top - bottom + 1));
-    if (await bindable(port)) return port;
+    const port = first + Math.floor(Math.random() * width);
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
   }
-  throw new Error(`no free port found in ${bottom}-${top} after 50 tries`);
+  throw new Error(`no free port found in ${first}-${first + width - 1} after 50 tries`);
 }
 
 /** Thrown by a {@link waitFor} probe to stop waiting at once (e.g. the process died). */
