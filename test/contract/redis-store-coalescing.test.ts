@@ -351,6 +351,9 @@ describe.skipIf(requirement.skip)('redis store: the arguments of a script call',
     await store.apply([second('s1'), spec('m1'), second('s2'), second('s3'), spec('m2')]);
     expect(calls.map((call) => call.keys.length)).toEqual([2]);
     expect(perSecond.map((call) => call.keys.length)).toEqual([3]);
+    // One request on each client, holding all of that client's specs.
+    expect(calls[0]!.requests).toEqual([1, 2, 1, 1, 2, 1]);
+    expect(perSecond[0]!.requests).toEqual([1, 3, 1, 1, 2, 1, 3, 1]);
   });
 
   it('answers STORE_UNAVAILABLE when the client throws instead of rejecting', async () => {
