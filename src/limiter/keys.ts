@@ -81,11 +81,13 @@ function unescape(text: string): string {
 
 /** The separator (`=` or `#`) that ends an entry's key, by position; -1 when none. */
 function entrySeparator(raw: string): { at: number; shared: boolean } {
+  // Stryker disable next-line EqualityOperator: one step past the end reads undefined, no separator
   for (let i = 0; i < raw.length; i++) {
     const c = raw[i];
     if (c === '\\') i++;
     else if (c === '=' || c === '#') return { at: i, shared: c === '#' };
   }
+  // Stryker disable next-line BooleanLiteral: the caller refuses the entry at -1 before reading it
   return { at: -1, shared: false };
 }
 
@@ -97,6 +99,7 @@ const TAG_TO_ALGORITHM = new Map<string, Algorithm>(
 function rawParts(key: string): string[] {
   const parts: string[] = [];
   let start = 0;
+  // Stryker disable next-line EqualityOperator: one step past the end reads undefined, no separator
   for (let i = 0; i < key.length; i++) {
     const c = key[i];
     if (c === '\\') i++;

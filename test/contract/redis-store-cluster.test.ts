@@ -132,6 +132,12 @@ describe.skipIf(requirement.skip)('redis store on a cluster', () => {
     ]);
   });
 
+  it('a window under a minute stays on the cluster when there is no per-second client', async () => {
+    const { store } = await clusterStore(`cl-${randomUUID()}:`);
+    const batch = await store.apply([spec('fw|1000|d|user=s', 1, 5, { windowMs: 1_000 })]);
+    expect(batch).toMatchObject({ admitted: true, results: [{ overLimit: false, remaining: 4 }] });
+  });
+
   it('descriptors whose tags fall in one slot share a script call', async () => {
     const { store, admin } = await clusterStore(`cl-${randomUUID()}:`);
     const [first, second] = sameSlotPair();
