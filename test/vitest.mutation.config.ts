@@ -20,6 +20,7 @@ export default defineConfig({
       'test/contract/redis-store-cluster.test.ts',
       'test/contract/redis-timeout.test.ts',
       'test/contract/redis-store-coalescing.test.ts',
+      'test/contract/cached-store-contract.test.ts',
     ],
     // A tenth of the seeded property runs: each mutant they cover costs ~1 s instead of ~15 s.
     env: { SLUICE_PROPERTY_SCALE: '0.1' },
