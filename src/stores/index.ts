@@ -93,8 +93,8 @@ export async function createStore(
     const maxKeys = settings.memoryMaxKeys;
     const maxBytes = settings.memoryMaxBytes ?? defaultMaxBytes();
     // Which cap was reached: the key cap when the store holds that many keys, else the byte cap
-    // (read when the warning is written, after the call that evicted).
-    let cap = (): string => 'MEMORY_MAX_KEYS';
+    // (read when the warning is written, after the call that evicted; `store` is set by then).
+    const cap = (): string => (store.size() >= maxKeys ? 'MEMORY_MAX_KEYS' : 'MEMORY_MAX_BYTES');
     memoryLog.info({ maxKeys, maxBytes }, 'memory store created');
     // Above half the heap limit the cap no longer leaves the rest of the process, and the
     // garbage of a flood, their room: a flood of long keys can exhaust the heap before it.
@@ -134,7 +134,6 @@ export async function createStore(
         unstoredLoggedAt = now;
       },
     });
-    cap = () => (store.size() >= maxKeys ? 'MEMORY_MAX_KEYS' : 'MEMORY_MAX_BYTES');
     return store;
   };
   const redis = settings.redis;

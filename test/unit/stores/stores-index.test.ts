@@ -78,6 +78,47 @@ describe('createStore: the memory store', () => {
     }
   });
 
+  it('names the cap reached in its warning: the key cap, or the byte cap with long keys', async () => {
+    const { store, warned, lines } = await smallMemoryStore();
+    try {
+      for (let i = 0; i <= CAP; i++) await store.apply([spec(`k${i}`, 1, 100)]);
+      expect(warned('evicted live counters').map((line) => line['msg'])).toEqual([
+        'evicted live counters: MEMORY_MAX_KEYS reached',
+      ]);
+      expect(lines.find((line) => line['msg'] === 'memory store created')).toMatchObject({
+        level: 30,
+        maxKeys: CAP,
+        maxBytes: expect.any(Number),
+      });
+    } finally {
+      await store.close();
+    }
+    // The least byte cap the setting accepts, and keys of 4,000 characters: the bytes run out
+    // long before the default key cap.
+    const { logger, lines: byteLines } = capturingLogger();
+    const bytes = await createStore(loadSettings({ MEMORY_MAX_BYTES: '1048576' }), {
+      clock: createManualClock(T0).now,
+      logger,
+    });
+    try {
+      for (let i = 0; i < 1_000 && bytes.size() === i; i++) {
+        await bytes.apply([spec(`${i}:${'x'.repeat(4_000)}`, 1, 100)]);
+      }
+      await bytes.apply([spec(`last:${'x'.repeat(4_000)}`, 1, 100)]);
+      expect(bytes.size()).toBeLessThan(1_000);
+      expect(
+        byteLines
+          .filter((line) => String(line['msg']).startsWith('evicted live counters'))
+          .map((line) => line['msg']),
+      ).toEqual(['evicted live counters: MEMORY_MAX_BYTES reached']);
+      expect(byteLines.find((line) => line['msg'] === 'memory store created')).toMatchObject({
+        maxBytes: 1_048_576,
+      });
+    } finally {
+      await bytes.close();
+    }
+  });
+
   it('evicts and refuses to store without a metrics sink, or with one that lacks notStored', async () => {
     const sinkWithoutNotStored: StoreMetricsSink = {
       evicted: () => undefined,
