@@ -367,26 +367,26 @@ describe('cached store: top', () => {
     a.applyNow([spec({ key: 'a', hits: 3 })]);
     a.applyNow([spec({ key: 'b', hits: 5, limit: 20 })]);
     a.applyNow([spec({ key: 'c', hits: 0 })]);
-    expect(a.top(10)).toEqual([
+    expect(a.top!(10)).toEqual([
       { key: 'b', count: 5, limit: 20, expiresInMs: 60_000 },
       { key: 'a', count: 3, limit: 10, expiresInMs: 60_000 },
     ]);
-    expect(a.top(1).map((c) => c.key)).toEqual(['b']);
-    expect(a.top(0)).toEqual([]);
-    expect(a.top(-1)).toEqual([]);
+    expect(a.top!(1).map((c) => c.key)).toEqual(['b']);
+    expect(a.top!(0)).toEqual([]);
+    expect(a.top!(-1)).toEqual([]);
     // Another replica's hits reach a's view at its sync: known (synced) plus local.
     await shared.inner.apply([spec({ key: 'a', hits: 4, mode: 'shadow' })]);
     await a.sync();
     clock.advance(20_000);
     a.applyNow([spec({ key: 'a', hits: 1 })]);
-    expect(a.top(10)).toEqual([
+    expect(a.top!(10)).toEqual([
       { key: 'a', count: 8, limit: 10, expiresInMs: 40_000 },
       { key: 'b', count: 5, limit: 20, expiresInMs: 40_000 },
     ]);
     // Once the window has ended and a sync refreshed the views, nothing is known or local.
     clock.advance(40_000);
     await a.sync();
-    expect(a.top(10)).toEqual([]);
+    expect(a.top!(10)).toEqual([]);
   });
 });
 
@@ -586,7 +586,7 @@ describe('cached store: LRU cap', () => {
     a.applyNow([spec({ key: 'z', hits: 4 })]);
     expect(sink.evictions).toEqual(['lru:1']);
     expect(sink.dropped).toBe(0);
-    expect(a.top(10).map((c) => c.key)).toEqual(['z', 'x']);
+    expect(a.top!(10).map((c) => c.key)).toEqual(['z', 'x']);
     // Now x (1 pending) is the oldest.
     a.applyNow([spec({ key: 'w' })]);
     expect(sink.evictions).toEqual(['lru:1', 'lru:1']);
