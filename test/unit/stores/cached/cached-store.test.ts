@@ -673,3 +673,118 @@ describe('cached store: close, empty batches, failure mode', () => {
     expect(sink.fallbacks).toEqual(['error']);
   });
 });
+
+describe('cached store: failed syncs with hits in flight, and optional metrics', () => {
+  it('counts the hits of a sync in flight as pending, and restores them with those since on failure', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 3 })]);
+    shared.failing = true;
+    const syncing = a.sync();
+    a.applyNow([spec({ hits: 2 })]);
+    expect(a.pendingHits()).toBe(5);
+    await syncing;
+    expect(a.pendingHits()).toBe(5);
+    shared.failing = false;
+    await a.sync();
+    expect(sharedCount(shared)).toBe(5);
+  });
+
+  it('drops restored fixed window hits whose window ended while the sync was in flight', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 3 })]);
+    shared.failing = true;
+    const syncing = a.sync();
+    clock.advance(60_000);
+    a.applyNow([spec({ hits: 2 })]);
+    await syncing;
+    expect(a.pendingHits()).toBe(2);
+  });
+
+  it('restores sliding window hits sent earlier next to those admitted since', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    const sliding = (hits: number): CounterSpec => spec({ algorithm: 'sliding_window', hits });
+    a.applyNow([sliding(3)]);
+    shared.failing = true;
+    const syncing = a.sync();
+    clock.advance(1_000);
+    a.applyNow([sliding(2)]);
+    await syncing;
+    expect(a.pendingHits()).toBe(5);
+  });
+
+  it('logs no recovery for a sync with nothing to send after a failed one', async () => {
+    const { shared, replica } = rig();
+    const log = recordingLogger();
+    const sink = recordingSink();
+    const a = replica({ logger: log.logger, metrics: sink });
+    a.applyNow([spec({ hits: 0 })]);
+    shared.failing = true;
+    await a.sync();
+    shared.failing = false;
+    await a.sync();
+    expect(log.lines).toHaveLength(1);
+    expect(sink.syncs).toEqual([
+      { ok: false, counters: 1, pending: 0 },
+      { ok: true, counters: 0, pending: 0 },
+    ]);
+  });
+
+  it('refreshes the view of a counter only checked (0 hits) since the last sync', async () => {
+    const { replica } = rig();
+    const a = replica();
+    const b = replica();
+    a.applyNow([spec({ hits: 0 })]);
+    await a.sync();
+    await a.sync();
+    b.applyNow([spec({ hits: 10 })]);
+    await b.sync();
+    expect(a.applyNow([spec({ hits: 0 })]).admitted).toBe(true);
+    await a.sync();
+    expect(a.applyNow([spec()]).admitted).toBe(false);
+  });
+
+  it('moves a counter in the LRU order once per sync interval, not per call', () => {
+    const { replica } = rig();
+    const a = replica({ maxCounters: 2 });
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'y' })]);
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'z' })]);
+    expect(a.top!(10).map((c) => c.key)).toEqual(['y', 'z']);
+  });
+
+  it('works with no metrics sink, and with one that counts no cached mode metrics', async () => {
+    const { shared, replica } = rig();
+    const minimal: StoreMetricsSink = {
+      evicted: () => undefined,
+      storeError: () => undefined,
+      localCacheOverLimit: () => undefined,
+      fallback: () => undefined,
+    };
+    for (const metrics of [undefined, minimal]) {
+      const a = replica({ maxCounters: 1, metrics });
+      a.applyNow([spec({ key: 'x', hits: 2 })]);
+      a.applyNow([spec({ key: 'y', hits: 1 })]);
+      await a.sync();
+      await a.sync();
+      expect(a.pendingHits()).toBe(0);
+    }
+    shared.down = true;
+    const strict = replica({ failureMode: 'error' });
+    expect(() => strict.applyNow([spec()])).toThrow(/redis is not reachable/);
+  });
+
+  it('starts no timer when asked not to', () => {
+    vi.useFakeTimers();
+    try {
+      const { replica } = rig();
+      replica({ timer: false });
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
