@@ -4,9 +4,10 @@
  * manual clock (what Redis does for a shadow spec: charge whatever the count, report the room),
  * reached through a wrapper that can hold, fail or report itself down; nothing here sleeps.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock, type ManualClock } from '../../../../src/clock.js';
 import { SluiceError } from '../../../../src/errors.js';
+import type { Logger } from '../../../../src/logging/logger.js';
 import type { StoreMetricsSink } from '../../../../src/metrics/metrics.js';
 import {
   createCachedStore,
@@ -95,18 +96,27 @@ function recordingSink(): StoreMetricsSink & {
   syncs: { ok: boolean; counters: number; pending: number }[];
   dropped: number;
   fallbacks: string[];
+  evictions: string[];
+  syncTimes: number[];
+  droppedCalls: number[];
 } {
   const sink = {
     syncs: [] as { ok: boolean; counters: number; pending: number }[],
     dropped: 0,
     fallbacks: [] as string[],
-    evicted: () => undefined,
+    evictions: [] as string[],
+    syncTimes: [] as number[],
+    droppedCalls: [] as number[],
+    evicted: (reason: string, count: number) => void sink.evictions.push(`${reason}:${count}`),
     storeError: () => undefined,
     localCacheOverLimit: () => undefined,
     fallback: (policy: string) => void sink.fallbacks.push(policy),
-    cachedSync: (ok: boolean, counters: number, pending: number) =>
-      void sink.syncs.push({ ok, counters, pending }),
+    cachedSync: (ok: boolean, counters: number, pending: number, atMs: number) => {
+      sink.syncs.push({ ok, counters, pending });
+      sink.syncTimes.push(atMs);
+    },
     cachedDroppedHits: (hits: number) => {
+      sink.droppedCalls.push(hits);
       sink.dropped += hits;
     },
   };
@@ -334,5 +344,450 @@ describe('cached store: syncs and failures', () => {
     a.applyNow([spec({ hits: 7 })]);
     await a.close();
     expect(keep.top!(1)[0]?.count).toBe(7);
+  });
+});
+
+/** A logger that records the lines cached mode writes (only warn and info are used). */
+function recordingLogger(): { logger: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const write =
+    (level: string) =>
+    (first: unknown, second?: unknown): void => {
+      lines.push(
+        typeof first === 'string'
+          ? `${level} ${first}`
+          : `${level} ${JSON.stringify(first)} ${String(second)}`,
+      );
+    };
+  const logger = { warn: write('warn'), info: write('info') } as unknown as Logger;
+  return { logger, lines };
+}
+
+describe('cached store: top', () => {
+  it('lists counters by count, known plus local, skips empty ones and keeps at most n', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ key: 'a', hits: 3 })]);
+    a.applyNow([spec({ key: 'b', hits: 5, limit: 20 })]);
+    a.applyNow([spec({ key: 'c', hits: 0 })]);
+    expect(a.top!(10)).toEqual([
+      { key: 'b', count: 5, limit: 20, expiresInMs: 60_000 },
+      { key: 'a', count: 3, limit: 10, expiresInMs: 60_000 },
+    ]);
+    expect(a.top!(1).map((c) => c.key)).toEqual(['b']);
+    expect(a.top!(0)).toEqual([]);
+    expect(a.top!(-1)).toEqual([]);
+    // Another replica's hits reach a's view at its sync: known (synced) plus local.
+    await shared.inner.apply([spec({ key: 'a', hits: 4, mode: 'shadow' })]);
+    await a.sync();
+    clock.advance(20_000);
+    a.applyNow([spec({ key: 'a', hits: 1 })]);
+    expect(a.top!(10)).toEqual([
+      { key: 'a', count: 8, limit: 10, expiresInMs: 40_000 },
+      { key: 'b', count: 5, limit: 20, expiresInMs: 40_000 },
+    ]);
+    // Once the window has ended and a sync refreshed the views, nothing is known or local.
+    clock.advance(40_000);
+    await a.sync();
+    expect(a.top!(10)).toEqual([]);
+  });
+});
+
+describe('cached store: sync bookkeeping', () => {
+  it('reports every sync, logs the first failure once and the recovery once', async () => {
+    const { clock, shared, replica } = rig();
+    const sink = recordingSink();
+    const log = recordingLogger();
+    const a = replica({ metrics: sink, logger: log.logger });
+    a.applyNow([spec({ hits: 2 })]);
+    await a.sync();
+    expect(log.lines).toEqual([]);
+    shared.failing = true;
+    a.applyNow([spec({ hits: 1 })]);
+    clock.advance(10);
+    await a.sync();
+    a.applyNow([spec({ key: 'other', hits: 3 })]);
+    clock.advance(10);
+    await a.sync();
+    expect(log.lines).toEqual([
+      'warn {"error":"redis: connection refused"} cached mode: sync with redis failed; deciding locally, hits kept for the next sync',
+    ]);
+    shared.failing = false;
+    clock.advance(10);
+    await a.sync();
+    clock.advance(10);
+    await a.sync();
+    expect(log.lines.slice(1)).toEqual(['info cached mode: sync with redis succeeded again']);
+    expect(sink.syncs).toEqual([
+      { ok: true, counters: 1, pending: 0 },
+      { ok: false, counters: 1, pending: 1 },
+      { ok: false, counters: 2, pending: 4 },
+      { ok: true, counters: 2, pending: 0 },
+      { ok: true, counters: 0, pending: 0 },
+    ]);
+    expect(sink.syncTimes).toEqual([T0, T0 + 10, T0 + 20, T0 + 30, T0 + 40]);
+    expect(sharedCount(shared)).toBe(3);
+    expect(sharedCount(shared, 'other')).toBe(3);
+    // A second outage is logged again: the flag went back to false at the recovery.
+    shared.failing = true;
+    a.applyNow([spec({ hits: 1 })]);
+    await a.sync();
+    expect(log.lines).toHaveLength(3);
+    expect(log.lines[2]).toMatch(/^warn .*sync with redis failed/);
+  });
+
+  it('logs a failure that is not an Error by its text', async () => {
+    const { clock, replica } = rig();
+    const log = recordingLogger();
+    const a = replica({
+      logger: log.logger,
+      remote: {
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the case tested
+        apply: () => Promise.reject('socket closed'),
+        size: () => 0,
+        healthy: () => true,
+        close: () => Promise.resolve(),
+      },
+    });
+    a.applyNow([spec()]);
+    clock.advance(1);
+    await a.sync();
+    expect(log.lines).toEqual([
+      'warn {"error":"socket closed"} cached mode: sync with redis failed; deciding locally, hits kept for the next sync',
+    ]);
+  });
+
+  it('sends a chunk of at most 512 counters per call, every counter once', async () => {
+    for (const [counters, calls] of [
+      [512, [512]],
+      [513, [512, 1]],
+      [1100, [512, 512, 76]],
+    ] as const) {
+      const { shared, replica } = rig();
+      const sizes: number[] = [];
+      const sink = recordingSink();
+      const a = replica({
+        maxCounters: 2000,
+        metrics: sink,
+        remote: {
+          apply: (specs) => {
+            sizes.push(specs.length);
+            return shared.apply(specs);
+          },
+          size: () => 0,
+          healthy: () => true,
+          close: () => Promise.resolve(),
+        },
+      });
+      for (let i = 0; i < counters; i++) a.applyNow([spec({ key: `k${i}`, hits: 1 + (i % 3) })]);
+      await a.sync();
+      expect(sizes).toEqual(calls);
+      expect(sink.syncs).toEqual([{ ok: true, counters, pending: 0 }]);
+      // Each counter took the view of its own result: k_i holds 1 + i % 3 hits.
+      for (const i of [0, 511, 512, counters - 1]) {
+        if (i >= counters) continue;
+        const left = a.applyNow([spec({ key: `k${i}`, hits: 0 })]).results[0]!.remaining;
+        expect(left).toBe(10 - (1 + (i % 3)));
+      }
+    }
+  });
+
+  it('drops idle counters with nothing known or local and counts them as expired', async () => {
+    const { clock, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ metrics: sink });
+    a.applyNow([spec({ key: 'f' })]);
+    a.applyNow([spec({ key: 's', algorithm: 'sliding_window' })]);
+    await a.sync();
+    // Idle but the view still counts: kept, nothing evicted.
+    await a.sync();
+    expect(a.size()).toBe(2);
+    expect(sink.evictions).toEqual([]);
+    clock.advance(60_000);
+    // The fixed window ended; the sliding one's hits still count for a bucket more.
+    await a.sync();
+    expect(a.size()).toBe(1);
+    expect(sink.evictions).toEqual(['expired:1']);
+    clock.advance(3_000);
+    await a.sync();
+    expect(a.size()).toBe(0);
+    expect(sink.evictions).toEqual(['expired:1', 'expired:1']);
+    expect(sink.syncs.map((s) => s.counters)).toEqual([2, 0, 0, 0]);
+  });
+
+  it('does not resend sliding window hits a failed sync kept once they have expired', async () => {
+    const { clock, shared, replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ metrics: sink });
+    const sliding = (hits: number): CounterSpec => spec({ algorithm: 'sliding_window', hits });
+    a.applyNow([sliding(1)]);
+    // The sync fails: the hit stays pending and local, the view knows nothing.
+    shared.failing = true;
+    await a.sync();
+    shared.failing = false;
+    clock.advance(63_000);
+    // Pending hits whose window and bucket have passed are not sent.
+    await a.sync();
+    expect(sharedCount(shared)).toBe(0);
+    expect(a.pendingHits()).toBe(0);
+  });
+
+  it('does not send the pending hits of a fixed window that ended before the sync', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 4 })]);
+    clock.advance(60_000);
+    await a.sync();
+    expect(a.pendingHits()).toBe(0);
+    expect(sharedCount(shared)).toBe(0);
+    // Within the window they are sent.
+    a.applyNow([spec({ hits: 4 })]);
+    clock.advance(59_999);
+    await a.sync();
+    expect(sharedCount(shared)).toBe(4);
+  });
+
+  it('sends sliding window hits until a window and a bucket have passed since the newest', async () => {
+    for (const [after, sent] of [
+      [62_999, 4],
+      [63_000, 0],
+    ] as const) {
+      const { clock, shared, replica } = rig();
+      const a = replica();
+      a.applyNow([spec({ algorithm: 'sliding_window', hits: 4, limit: 100 })]);
+      clock.advance(after);
+      await a.sync();
+      const peek = await shared.inner.apply([
+        spec({ algorithm: 'sliding_window', hits: 0, limit: 100 }),
+      ]);
+      expect(100 - peek.results[0]!.remaining).toBe(sent);
+      expect(a.pendingHits()).toBe(0);
+    }
+  });
+
+  it('keeps only the current fixed window hits pending when a new window starts', () => {
+    const { clock, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 4 })]);
+    clock.advance(60_000);
+    a.applyNow([spec({ hits: 2 })]);
+    a.applyNow([spec({ hits: 1 })]);
+    expect(a.pendingHits()).toBe(3);
+  });
+});
+
+describe('cached store: LRU cap', () => {
+  it('evicts the least recently used counter, counting only the pending hits it loses', async () => {
+    const { replica } = rig();
+    const sink = recordingSink();
+    const a = replica({ maxCounters: 2, metrics: sink });
+    a.applyNow([spec({ key: 'x', hits: 2 })]);
+    a.applyNow([spec({ key: 'y', hits: 3 })]);
+    await a.sync();
+    // x used again moves behind y: y goes first, with nothing pending.
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'z', hits: 4 })]);
+    expect(sink.evictions).toEqual(['lru:1']);
+    expect(sink.droppedCalls).toEqual([]);
+    expect(a.top!(10).map((c) => c.key)).toEqual(['z', 'x']);
+    // Now x (1 pending) is the oldest.
+    a.applyNow([spec({ key: 'w' })]);
+    expect(sink.evictions).toEqual(['lru:1', 'lru:1']);
+    expect(sink.droppedCalls).toEqual([1]);
+    expect(a.pendingHits()).toBe(5);
+  });
+
+  it('still decides with a cap of no counters', () => {
+    const { replica } = rig();
+    const a = replica({ maxCounters: 0 });
+    expect(a.applyNow([spec()]).admitted).toBe(true);
+  });
+});
+
+describe('cached store: close, empty batches, failure mode', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('syncs on its timer every interval, and close stops the timer', async () => {
+    vi.useFakeTimers();
+    const { shared, replica } = rig();
+    const a = replica({ timer: true, syncIntervalMs: 100 });
+    a.applyNow([spec({ hits: 2 })]);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(shared.calls).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(shared.calls).toBe(1);
+    expect(sharedCount(shared)).toBe(2);
+    expect(vi.getTimerCount()).toBe(1);
+    await a.close();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('on close waits for the sync in flight, sends what came since, then does nothing more', async () => {
+    const { shared, replica } = rig();
+    let closed = 0;
+    const a = replica({
+      remote: {
+        apply: (specs) => shared.apply(specs),
+        size: () => 0,
+        healthy: () => true,
+        close: () => {
+          closed++;
+          return Promise.resolve();
+        },
+      },
+    });
+    a.applyNow([spec({ hits: 3 })]);
+    const syncing = a.sync();
+    a.applyNow([spec({ hits: 2 })]);
+    await a.close();
+    await syncing;
+    expect(sharedCount(shared)).toBe(5);
+    expect(closed).toBe(1);
+    const calls = shared.calls;
+    a.applyNow([spec({ hits: 1 })]);
+    await a.sync();
+    expect(shared.calls).toBe(calls);
+    expect(sharedCount(shared)).toBe(5);
+  });
+
+  it('answers an empty batch as admitted with no results', () => {
+    const { replica } = rig();
+    const a = replica();
+    expect(a.applyNow([])).toEqual({ admitted: true, results: [] });
+    expect(a.size()).toBe(0);
+  });
+
+  it('fails calls only in mode error and only while the shared store is down', () => {
+    const { shared, replica } = rig();
+    const sink = recordingSink();
+    const strict = replica({ failureMode: 'error', metrics: sink });
+    expect(strict.applyNow([spec()]).admitted).toBe(true);
+    expect(sink.fallbacks).toEqual([]);
+    shared.down = true;
+    for (const failureMode of ['allow', 'memory'] as const) {
+      const lenient = replica({ failureMode, metrics: sink });
+      expect(lenient.healthy()).toBe(true);
+      expect(lenient.applyNow([spec()]).admitted).toBe(true);
+    }
+    expect(sink.fallbacks).toEqual([]);
+    expect(() => strict.applyNow([])).toThrow(SluiceError);
+    expect(sink.fallbacks).toEqual(['error']);
+  });
+});
+
+describe('cached store: failed syncs with hits in flight, and optional metrics', () => {
+  it('counts the hits of a sync in flight as pending, and restores them with those since on failure', async () => {
+    const { shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 3 })]);
+    shared.failing = true;
+    const syncing = a.sync();
+    a.applyNow([spec({ hits: 2 })]);
+    expect(a.pendingHits()).toBe(5);
+    await syncing;
+    expect(a.pendingHits()).toBe(5);
+    shared.failing = false;
+    await a.sync();
+    expect(sharedCount(shared)).toBe(5);
+  });
+
+  it('drops restored fixed window hits whose window ended while the sync was in flight', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    a.applyNow([spec({ hits: 3 })]);
+    shared.failing = true;
+    const syncing = a.sync();
+    clock.advance(60_000);
+    a.applyNow([spec({ hits: 2 })]);
+    await syncing;
+    expect(a.pendingHits()).toBe(2);
+  });
+
+  it('restores sliding window hits sent earlier next to those admitted since', async () => {
+    const { clock, shared, replica } = rig();
+    const a = replica();
+    const sliding = (hits: number): CounterSpec => spec({ algorithm: 'sliding_window', hits });
+    a.applyNow([sliding(3)]);
+    shared.failing = true;
+    const syncing = a.sync();
+    clock.advance(1_000);
+    a.applyNow([sliding(2)]);
+    await syncing;
+    expect(a.pendingHits()).toBe(5);
+  });
+
+  it('logs no recovery for a sync with nothing to send after a failed one', async () => {
+    const { shared, replica } = rig();
+    const log = recordingLogger();
+    const sink = recordingSink();
+    const a = replica({ logger: log.logger, metrics: sink });
+    a.applyNow([spec({ hits: 0 })]);
+    shared.failing = true;
+    await a.sync();
+    shared.failing = false;
+    await a.sync();
+    expect(log.lines).toHaveLength(1);
+    expect(sink.syncs).toEqual([
+      { ok: false, counters: 1, pending: 0 },
+      { ok: true, counters: 0, pending: 0 },
+    ]);
+  });
+
+  it('refreshes the view of a counter only checked (0 hits) since the last sync', async () => {
+    const { replica } = rig();
+    const a = replica();
+    const b = replica();
+    a.applyNow([spec({ hits: 0 })]);
+    await a.sync();
+    await a.sync();
+    b.applyNow([spec({ hits: 10 })]);
+    await b.sync();
+    expect(a.applyNow([spec({ hits: 0 })]).admitted).toBe(true);
+    await a.sync();
+    expect(a.applyNow([spec()]).admitted).toBe(false);
+  });
+
+  it('moves a counter in the LRU order once per sync interval, not per call', () => {
+    const { replica } = rig();
+    const a = replica({ maxCounters: 2 });
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'y' })]);
+    a.applyNow([spec({ key: 'x' })]);
+    a.applyNow([spec({ key: 'z' })]);
+    expect(a.top!(10).map((c) => c.key)).toEqual(['y', 'z']);
+  });
+
+  it('works with no metrics sink, and with one that counts no cached mode metrics', async () => {
+    const { shared, replica } = rig();
+    const minimal: StoreMetricsSink = {
+      evicted: () => undefined,
+      storeError: () => undefined,
+      localCacheOverLimit: () => undefined,
+      fallback: () => undefined,
+    };
+    for (const metrics of [undefined, minimal]) {
+      const a = replica({ maxCounters: 1, metrics });
+      a.applyNow([spec({ key: 'x', hits: 2 })]);
+      a.applyNow([spec({ key: 'y', hits: 1 })]);
+      await a.sync();
+      await a.sync();
+      expect(a.pendingHits()).toBe(0);
+    }
+    shared.down = true;
+    const strict = replica({ failureMode: 'error' });
+    expect(() => strict.applyNow([spec()])).toThrow(/redis is not reachable/);
+  });
+
+  it('starts no timer when asked not to', () => {
+    vi.useFakeTimers();
+    try {
+      const { replica } = rig();
+      replica({ timer: false });
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
