@@ -156,6 +156,7 @@ export class CounterColumns {
     if ((meta & SHAPE) === WIDE) return;
     const used = meta & FLAGS;
     const length = state.length;
+    // Stryker disable next-line ConditionalExpression: a shortcut only; with two pairs or more neither test below passes
     if (length <= 1) {
       const first = ALGORITHM_STEPS[spec.algorithm].impliedFirst(state, spec);
       if (length === 0 && state.stampMs === first) {

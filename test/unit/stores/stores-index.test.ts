@@ -6,7 +6,7 @@
  * Redis store's own behaviour behind the factory.
  */
 import { getHeapStatistics } from 'node:v8';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../../src/clock.js';
 import type { StoreMetricsSink } from '../../../src/metrics/metrics.js';
 import { loadSettings } from '../../../src/settings.js';
@@ -241,5 +241,78 @@ describe.skipIf(requirement.skip)('createStore: the Redis store', () => {
       // The busiest-counters view is the memory fallback's: absent without one.
       expect(store.top !== undefined, mode).toBe(hasTop);
     }
+  });
+
+  describe('REDIS_MODE=cached', () => {
+    afterEach(() => void vi.useRealTimers());
+
+    it('puts the cached store in front: hits wait for the sync, every REDIS_SYNC_INTERVAL', async () => {
+      const { address } = await redis();
+      // Only the sync timer is fake: ioredis keeps its real timers for the connection.
+      vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+      const { logger, lines } = capturingLogger();
+      const store = await createStore(
+        loadSettings({
+          BACKEND_TYPE: 'redis',
+          REDIS_URL: address,
+          REDIS_MODE: 'cached',
+          REDIS_SYNC_INTERVAL: '250ms',
+          REDIS_WAIT_AT_START: 'true',
+        }),
+        { clock: Date.now, logger },
+      );
+      const cached = store as typeof store & { pendingHits(): number; sync(): Promise<void> };
+      try {
+        expect(lines.find((line) => line['msg'] === 'redis store created')).toMatchObject({
+          mode: 'cached',
+          syncIntervalMs: 250,
+          connected: true,
+        });
+        // Decided locally: the hit waits for the next sync instead of going to Redis.
+        expect((await store.apply([spec('cached-a', 1, 5)])).admitted).toBe(true);
+        expect(cached.pendingHits()).toBe(1);
+        const sync = vi.spyOn(cached, 'sync');
+        vi.advanceTimersByTime(249);
+        expect(sync).not.toHaveBeenCalled();
+        vi.advanceTimersByTime(1);
+        expect(sync).toHaveBeenCalledTimes(1);
+        await sync.mock.results[0]!.value;
+        expect(cached.pendingHits()).toBe(0);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('logs its sync failures through a child of its own, module cached-store', async () => {
+      const { logger, lines } = capturingLogger();
+      const store = await createStore(
+        loadSettings({
+          BACKEND_TYPE: 'redis',
+          REDIS_URL: `127.0.0.1:${await freePort()}`,
+          REDIS_MODE: 'cached',
+          REDIS_TIMEOUT: '200ms',
+          STORE_FAILURE_MODE: 'allow',
+        }),
+        { clock: Date.now, logger },
+      );
+      const cached = store as typeof store & { sync(): Promise<void> };
+      try {
+        expect((await store.apply([spec('cached-b', 1, 5)])).admitted).toBe(true);
+        await cached.sync();
+        const failed = lines.filter((line) =>
+          String(line['msg']).startsWith('cached mode: sync with redis failed'),
+        );
+        expect(failed).toEqual([expect.objectContaining({ module: 'cached-store', level: 40 })]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('an exact-mode store logs no sync interval', async () => {
+      const { address } = await redis();
+      const { created: line } = await created({ BACKEND_TYPE: 'redis', REDIS_URL: address });
+      expect(line).toMatchObject({ mode: 'exact' });
+      expect(line!['syncIntervalMs']).toBeUndefined();
+    });
   });
 });
