@@ -9,10 +9,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
-import { freePort, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
+import {
+  freePort,
+  useProcessGroup,
+  waitFor,
+  type ManagedProcess,
+  type ProcessGroup,
+} from './processes.js';
 import { requireBinaries, type Requirement } from './require-binaries.js';
 
 /** `redis-server`, `redis-cli` (and `redis-sentinel` when `sentinel`), by {@link requireBinaries}. */
@@ -142,6 +149,86 @@ export async function openTestStore(
   });
   await client.ping();
   return { client, store, prefix };
+}
+
+/**
+ * One `redis-server` the tests of a file share, started before them and stopped after them with
+ * everything opened on it through this object.
+ */
+export interface SharedRedis {
+  /** Whether the file's suites are skipped (`redis-server` missing, locally), and why. */
+  readonly requirement: Requirement;
+  /** The file's process group, for the servers a test starts on its own. */
+  readonly group: ProcessGroup;
+  /** The shared server; read it inside tests (it starts in `beforeAll`). */
+  readonly server: RedisServer;
+  /** A client on the server for assertions (INFO, KEYS, TTL, DUMP...). */
+  readonly admin: Redis;
+  /** Close `stores` after the file's tests. */
+  track(...stores: CounterStore[]): void;
+  /** {@link openTestStore} on the shared server; the store is closed after the file's tests. */
+  openStore(
+    tag: string,
+    options?: Partial<Omit<RedisStoreOptions, 'client' | 'keyPrefix'>>,
+  ): Promise<TestRedisStore>;
+  /** A new client on the shared server (`options` added), disconnected after the file's tests. */
+  client(options?: RedisOptions): Redis;
+}
+
+/**
+ * Call once at the top of a test file: a `redis-server` for its tests ({@link requireRedis} with
+ * `suite` decides whether they run), an admin client, and the stores and clients the tests open,
+ * all closed after the file's tests.
+ */
+export function useSharedRedis(suite: string): SharedRedis {
+  const requirement = requireRedis(suite);
+  const group = useProcessGroup();
+  let server: RedisServer | undefined;
+  let admin: Redis | undefined;
+  const stores: CounterStore[] = [];
+  const clients: Redis[] = [];
+
+  beforeAll(async () => {
+    if (requirement.skip) return;
+    server = await startRedis(group);
+    admin = adminClient(server.port);
+  });
+  afterAll(async () => {
+    await Promise.all(stores.splice(0).map((store) => store.close()));
+    for (const client of clients.splice(0)) client.disconnect();
+    admin?.disconnect();
+    await group.stopAll();
+  });
+
+  const started = (): RedisServer => {
+    if (server === undefined) throw new Error(`${suite}: the shared redis-server is not started`);
+    return server;
+  };
+  const shared: SharedRedis = {
+    requirement,
+    group,
+    get server() {
+      return started();
+    },
+    get admin() {
+      started();
+      return admin!;
+    },
+    track(...opened) {
+      stores.push(...opened);
+    },
+    async openStore(tag, options = {}) {
+      const opened = await openTestStore(started().port, tag, options);
+      stores.push(opened.store);
+      return opened;
+    },
+    client(options = {}) {
+      const client = new Redis({ port: started().port, host: '127.0.0.1', ...options });
+      clients.push(client);
+      return client;
+    },
+  };
+  return shared;
 }
 
 /** Calls of the apply script (EVALSHA and EVAL) since the last `CONFIG RESETSTAT`. */
