@@ -14,7 +14,6 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/logging/logger.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import { loadSettings } from '../../src/settings.js';
 import { createStore } from '../../src/stores/index.js';
 import {
@@ -25,7 +24,13 @@ import {
 import type { RedisClient } from '../../src/stores/redis/redis-store.js';
 import { createCa, issueCert, requireOpenssl } from '../helpers/certs.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
-import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import {
+  adminClient,
+  recordingStoreMetrics,
+  requireRedis,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis clients');
@@ -280,22 +285,11 @@ function capture(): { lines: Record<string, unknown>[]; stream: Writable } {
   return { lines, stream };
 }
 
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
-    storeError: (kind) => void events.push(`error:${kind}`),
-    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
-    fallback: (policy) => void events.push(`fallback:${policy}`),
-  };
-}
-
 describe('createStore', () => {
   it('BACKEND_TYPE=memory: a memory store capped at MEMORY_MAX_KEYS, LRU evictions counted and logged', async () => {
     const { lines, stream } = capture();
     const logger = createLogger({ level: 'warn', format: 'json', destination: stream });
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const clock = createManualClock(1_699_999_980_000);
     const store = await createStore(loadSettings({ MEMORY_MAX_KEYS: '64' }), {
       clock: clock.now,
@@ -334,7 +328,7 @@ describe('createStore', () => {
       const server = await plain();
       const { lines, stream } = capture();
       const logger = createLogger({ level: 'info', format: 'json', destination: stream });
-      const metrics = recordingMetrics();
+      const metrics = recordingStoreMetrics();
       const env = {
         REDIS_URL: server.address,
         REDIS_PERSECOND: 'true',
@@ -389,7 +383,7 @@ describe('createStore', () => {
         REDIS_URL: `127.0.0.1:${port}`,
         REDIS_TIMEOUT: '100ms',
       };
-      const metrics = recordingMetrics();
+      const metrics = recordingStoreMetrics();
       const memory = await createStore(loadSettings({ ...base, STORE_FAILURE_MODE: 'memory' }), {
         clock: Date.now,
         logger,

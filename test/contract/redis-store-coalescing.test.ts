@@ -15,12 +15,12 @@ import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { createManualClock } from '../../src/clock.js';
-import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { ScriptClient } from '../../src/stores/redis/client-state.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { scriptCalls, useSharedRedis } from '../helpers/redis.js';
-import { specBuilder } from '../helpers/specs.js';
+import { decisionOf, randomSpec, specBuilder, xorshift32 } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
@@ -36,18 +36,6 @@ async function make(clock: () => number): Promise<{ store: CounterStore; client:
   return { store, client };
 }
 
-/** A batch's decision without the optional fields. */
-function view(batch: BatchResult) {
-  return {
-    admitted: batch.admitted,
-    results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
-      overLimit,
-      remaining,
-      resetMs,
-    })),
-  };
-}
-
 describe.skipIf(redis.requirement.skip)(
   'redis store: the requests of one turn share a call',
   () => {
@@ -56,14 +44,7 @@ describe.skipIf(redis.requirement.skip)(
       const { store } = await make(clock.now);
       const memory = createMemoryStore({ clock: clock.now });
       redis.track(memory);
-      // xorshift32: every bit of it is random enough to pick sizes (an LCG's low bits are not).
-      let seed = 20_261_127;
-      const next = (n: number): number => {
-        seed ^= seed << 13;
-        seed ^= seed >>> 17;
-        seed ^= seed << 5;
-        return (seed >>> 0) % n;
-      };
+      const next = xorshift32(20_261_127);
       // 40 turns of 1 to 12 concurrent requests of 1 to 4 specs on 3 keys per algorithm, with
       // limits of 4, so keys fill up, reject and free again as time moves 0 to 12 s per turn.
       let requests = 0;
@@ -73,27 +54,15 @@ describe.skipIf(redis.requirement.skip)(
         const batches: CounterSpec[][] = [];
         for (let r = 0, count = 1 + next(12); r < count; r++) {
           const specs: CounterSpec[] = [];
-          for (let k = 0, size = 1 + next(4); k < size; k++) {
-            const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
-            const windowMs = next(2) === 0 ? 10_000 : MINUTE;
-            const roll = next(10);
-            specs.push(
-              spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
-                algorithm: algorithm.name,
-                windowMs,
-                ...(roll === 0 ? { mode: 'shadow' as const } : {}),
-                ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
-              }),
-            );
-          }
+          for (let k = 0, size = 1 + next(4); k < size; k++) specs.push(randomSpec(next, spec));
           batches.push(specs);
           sizes.push(specs.length);
         }
         requests += batches.length;
         const got = await Promise.all(batches.map((specs) => store.apply(specs)));
         for (let r = 0; r < batches.length; r++) {
-          const expected = view(await memory.apply(batches[r]!));
-          expect(view(got[r]!), `turn ${turn}, request ${r}`).toEqual(expected);
+          const expected = decisionOf(await memory.apply(batches[r]!));
+          expect(decisionOf(got[r]!), `turn ${turn}, request ${r}`).toEqual(expected);
         }
         clock.advance(next(12_001));
       }

@@ -10,15 +10,20 @@ import { describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { SluiceError } from '../../src/errors.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { assembleApplyScript } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
 import { freePort, waitFor } from '../helpers/processes.js';
-import { adminClient, scriptCalls, startRedis, useSharedRedis } from '../helpers/redis.js';
-import { specBuilder } from '../helpers/specs.js';
+import {
+  adminClient,
+  recordingStoreMetrics,
+  scriptCalls,
+  startRedis,
+  useSharedRedis,
+} from '../helpers/redis.js';
+import { decisionOf, randomSpec, specBuilder, xorshift32 } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
@@ -28,31 +33,19 @@ const redis = useSharedRedis('redis store behaviour');
 
 const spec = specBuilder({ algorithm: 'fixed_window', windowMs: MINUTE });
 
-/** What the store reports to its metrics sink, in order. */
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
-    storeError: (kind) => void events.push(`error:${kind}`),
-    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
-    fallback: (policy) => void events.push(`fallback:${policy}`),
-  };
-}
-
 interface Harness {
   readonly client: Redis;
   readonly clock: ManualClock;
   readonly store: CounterStore;
   readonly prefix: string;
-  readonly metrics: ReturnType<typeof recordingMetrics>;
+  readonly metrics: ReturnType<typeof recordingStoreMetrics>;
 }
 
 async function make(
   options: { localCacheBytes?: number; perSecondClient?: RedisClient } = {},
 ): Promise<Harness> {
   const clock = createManualClock(T0);
-  const metrics = recordingMetrics();
+  const metrics = recordingStoreMetrics();
   const { client, store, prefix } = await redis.openStore('rs', {
     perSecondClient: options.perSecondClient,
     localCacheBytes: options.localCacheBytes,
@@ -340,7 +333,7 @@ describe.skipIf(redis.requirement.skip)('redis store: failures', () => {
       retryStrategy: () => 1_000,
     });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'x:', timeoutMs: 500, metrics });
     try {
       expect(store.healthy()).toBe(false);
@@ -361,7 +354,7 @@ describe.skipIf(redis.requirement.skip)('redis store: failures', () => {
     const paused = await startRedis(redis.group);
     const client = new Redis({ port: paused.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'p:', timeoutMs: 300, metrics });
     try {
       await client.ping();
@@ -455,43 +448,17 @@ describe.skipIf(redis.requirement.skip)(
       redis.track(memory);
       // A seeded sequence of batches: every algorithm, several keys, windows of 10 s and a
       // minute, hits 0 to 3, shadow and quota counters, time moving 0 to 12 s between batches.
-      // xorshift32 (an LCG's low bits, taken modulo 4, made every batch one spec long).
-      let seed = 20_261_125;
-      const next = (n: number): number => {
-        seed ^= seed << 13;
-        seed ^= seed >>> 17;
-        seed ^= seed << 5;
-        return (seed >>> 0) % n;
-      };
+      const next = xorshift32(20_261_125);
       const sizes = new Set<number>();
-      const view = (batch: BatchResult) => ({
-        admitted: batch.admitted,
-        results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
-          overLimit,
-          remaining,
-          resetMs,
-        })),
-      });
       for (let step = 0; step < 60; step++) {
         const specs: CounterSpec[] = [];
-        for (let k = 0, count = 1 + next(4); k < count; k++) {
-          const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
-          const windowMs = next(2) === 0 ? 10_000 : MINUTE;
-          const roll = next(10);
-          specs.push(
-            spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
-              algorithm: algorithm.name,
-              windowMs,
-              ...(roll === 0 ? { mode: 'shadow' as const } : {}),
-              ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
-            }),
-          );
-        }
+        for (let k = 0, count = 1 + next(4); k < count; k++) specs.push(randomSpec(next, spec));
         sizes.add(specs.length);
-        const expected = view(await memory.apply(specs));
-        expect(view(await store.apply(specs)), `step ${step}: ${JSON.stringify(specs)}`).toEqual(
-          expected,
-        );
+        const expected = decisionOf(await memory.apply(specs));
+        expect(
+          decisionOf(await store.apply(specs)),
+          `step ${step}: ${JSON.stringify(specs)}`,
+        ).toEqual(expected);
         clock.advance(next(13) * 1_000);
       }
       expect(sizes).toEqual(new Set([1, 2, 3, 4]));

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
 import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
 import {
@@ -229,6 +230,21 @@ export function useSharedRedis(suite: string): SharedRedis {
     },
   };
   return shared;
+}
+
+/**
+ * A store metrics sink that records what a store reports, in order, as strings:
+ * `evicted:<reason>:<count>`, `error:<kind>`, `cache:<count>`, `fallback:<policy>`.
+ */
+export function recordingStoreMetrics(): StoreMetricsSink & { events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
+    storeError: (kind) => void events.push(`error:${kind}`),
+    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
+    fallback: (policy) => void events.push(`fallback:${policy}`),
+  };
 }
 
 /** Calls of the apply script (EVALSHA and EVAL) since the last `CONFIG RESETSTAT`. */
