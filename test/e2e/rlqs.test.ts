@@ -18,10 +18,11 @@ import {
   envoyBinary,
   requireEnvoy,
   rewriteForLoopback,
-  startEnvoy,
+  startEnvoyOnLoopback,
   startLoopbackUpstream,
   type EnvoyConfig,
   type EnvoyProcess,
+  type LoopbackPorts,
   type LoopbackUpstream,
 } from '../helpers/envoy.js';
 import { REPO_ROOT, freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
@@ -33,8 +34,10 @@ const suite = (title: string): string =>
 /** The example the docs show: the test runs this very file (ports rewritten to loopback). */
 const RLQS_EXAMPLE_DIR = path.join(REPO_ROOT, 'examples', 'rlqs');
 
-function exampleConfig(): EnvoyConfig {
-  return parse(readFileSync(path.join(RLQS_EXAMPLE_DIR, 'envoy.yaml'), 'utf8')) as EnvoyConfig;
+/** The example's envoy.yaml with only its addresses and ports moved to `ports`. */
+function exampleConfig(ports: LoopbackPorts): EnvoyConfig {
+  const config = parse(readFileSync(path.join(RLQS_EXAMPLE_DIR, 'envoy.yaml'), 'utf8'));
+  return rewriteForLoopback(config as EnvoyConfig, ports);
 }
 
 /** One request through Envoy; the status. */
@@ -78,15 +81,12 @@ describe.skipIf(envoy.skip)(suite('one Envoy, sluice as its RLQS'), () => {
     const binary = envoyBinary(envoy);
     upstream = await startLoopbackUpstream(group);
     app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')]);
-    const listenerPort = await freePort();
-    const adminPort = await freePort();
-    const config = rewriteForLoopback(exampleConfig(), {
-      listenerPort,
-      adminPort,
+    proxy = await startEnvoyOnLoopback(group, {
+      binary,
       sluicePort: app.port,
       upstreamPort: upstream.port,
+      config: exampleConfig,
     });
-    proxy = await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } });
   }, 60_000);
   afterAll(async () => {
     await app?.stop();
@@ -146,15 +146,14 @@ describe.skipIf(envoy.skip)(suite('two Envoys sharing one bucket'), () => {
     const upstream = await startLoopbackUpstream(group);
     app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')]);
     for (let i = 0; i < 2; i++) {
-      const listenerPort = await freePort();
-      const adminPort = await freePort();
-      const config = rewriteForLoopback(exampleConfig(), {
-        listenerPort,
-        adminPort,
-        sluicePort: app.port,
-        upstreamPort: upstream.port,
-      });
-      proxies.push(await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } }));
+      proxies.push(
+        await startEnvoyOnLoopback(group, {
+          binary,
+          sluicePort: app.port,
+          upstreamPort: upstream.port,
+          config: exampleConfig,
+        }),
+      );
     }
   }, 60_000);
   afterAll(async () => {
@@ -217,15 +216,12 @@ describe.skipIf(envoy.skip)(suite('a sluice restart'), () => {
     app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], {
       GRPC_PORT: String(grpcPort),
     });
-    const listenerPort = await freePort();
-    const adminPort = await freePort();
-    const config = rewriteForLoopback(exampleConfig(), {
-      listenerPort,
-      adminPort,
+    proxy = await startEnvoyOnLoopback(group, {
+      binary,
       sluicePort: grpcPort,
       upstreamPort: upstream.port,
+      config: exampleConfig,
     });
-    proxy = await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } });
   }, 60_000);
   afterAll(async () => {
     await app?.stop();
