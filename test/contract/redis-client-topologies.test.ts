@@ -15,6 +15,7 @@ import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis
 import { useProcessGroup } from '../helpers/processes.js';
 import {
   adminClient,
+  redisConnectionOptions,
   requireRedis,
   startRedisCluster,
   startRedisSentinel,
@@ -31,21 +32,7 @@ afterAll(async () => {
 });
 
 function client(more: Partial<RedisConnectionOptions>): RedisClient {
-  const made = createRedisClient({
-    url: '',
-    socketType: 'tcp',
-    type: 'single',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 2_000,
-    ...more,
-  });
+  const made = createRedisClient(redisConnectionOptions(more));
   made.on('error', () => undefined);
   clients.push(made);
   return made;

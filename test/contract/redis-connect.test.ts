@@ -27,6 +27,7 @@ import { freePort, useProcessGroup } from '../helpers/processes.js';
 import {
   adminClient,
   recordingStoreMetrics,
+  redisConnectionOptions,
   requireRedis,
   startRedis,
   type RedisServer,
@@ -116,26 +117,8 @@ const tlsServer = lazy(() => startTlsRedis('server', 'yes'));
 /** TLS with a certificate for elsewhere.example only, no client certificates. */
 const tlsElsewhere = lazy(() => startTlsRedis('elsewhere', 'no'));
 
-function settings(more: Partial<RedisConnectionOptions>): RedisConnectionOptions {
-  return {
-    url: '',
-    socketType: 'tcp',
-    type: 'single',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 2_000,
-    ...more,
-  };
-}
-
 function client(more: Partial<RedisConnectionOptions>): RedisClient {
-  const made = createRedisClient(settings(more));
+  const made = createRedisClient(redisConnectionOptions(more));
   made.on('error', () => undefined);
   clients.push(made);
   return made;

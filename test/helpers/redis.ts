@@ -13,6 +13,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
+import type { RedisConnectionOptions } from '../../src/stores/redis/connect.js';
 import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
 import {
   freePort,
@@ -33,6 +34,31 @@ export function requireRedis(suite: string, sentinel = false): Requirement {
       install,
     })),
   );
+}
+
+/**
+ * Connection settings for `createRedisClient` as settings.ts makes them for one plain server over
+ * TCP (no auth, no TLS, the default pool of 10) with a 2 s timeout; `more` sets the URL and adds
+ * or overrides the rest.
+ */
+export function redisConnectionOptions(
+  more: Partial<RedisConnectionOptions> = {},
+): RedisConnectionOptions {
+  return {
+    url: '',
+    socketType: 'tcp',
+    type: 'single',
+    auth: '',
+    sentinelAuth: '',
+    tls: false,
+    tlsCaCert: '',
+    tlsClientCert: '',
+    tlsClientKey: '',
+    tlsSkipHostnameVerification: false,
+    poolSize: 10,
+    timeoutMs: 2_000,
+    ...more,
+  };
 }
 
 /** A running Redis process. */
@@ -232,14 +258,23 @@ export function useSharedRedis(suite: string): SharedRedis {
   return shared;
 }
 
-/**
- * A store metrics sink that records what a store reports, in order, as strings:
- * `evicted:<reason>:<count>`, `error:<kind>`, `cache:<count>`, `fallback:<policy>`.
- */
-export function recordingStoreMetrics(): StoreMetricsSink & { events: string[] } {
+/** A store metrics sink that records what a store reports to it. */
+export interface RecordingStoreMetrics extends StoreMetricsSink {
+  /**
+   * Every report, in order: `evicted:<reason>:<count>`, `error:<kind>`, `cache:<count>`,
+   * `fallback:<policy>`.
+   */
+  readonly events: string[];
+  /** The kinds of the `storeError` reports only, in order. */
+  errors(): string[];
+}
+
+/** A new {@link RecordingStoreMetrics}, empty. */
+export function recordingStoreMetrics(): RecordingStoreMetrics {
   const events: string[] = [];
   return {
     events,
+    errors: () => events.filter((e) => e.startsWith('error:')).map((e) => e.slice('error:'.length)),
     evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
     storeError: (kind) => void events.push(`error:${kind}`),
     localCacheOverLimit: (count) => void events.push(`cache:${count}`),
