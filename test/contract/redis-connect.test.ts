@@ -16,18 +16,13 @@ import { SluiceError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
 import { createStore } from '../../src/stores/index.js';
-import {
-  createRedisClient,
-  waitUntilReady,
-  type RedisConnectionOptions,
-} from '../../src/stores/redis/connect.js';
-import type { RedisClient } from '../../src/stores/redis/redis-store.js';
+import { waitUntilReady } from '../../src/stores/redis/connect.js';
 import { createCa, issueCert, requireOpenssl } from '../helpers/certs.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
 import {
   adminClient,
   recordingStoreMetrics,
-  redisConnectionOptions,
+  useRedisClients,
   requireRedis,
   startRedis,
   type RedisServer,
@@ -37,12 +32,12 @@ import { specBuilder } from '../helpers/specs.js';
 const requirement = requireRedis('redis clients');
 const opensslRequirement = requireOpenssl('redis clients over TLS');
 const group = useProcessGroup();
-const clients: RedisClient[] = [];
 
 afterAll(async () => {
-  for (const client of clients.splice(0)) client.disconnect();
   await group.stopAll();
 });
+// Registered after the group's hook, so the clients are disconnected before the servers stop.
+const client = useRedisClients();
 
 /** Start once, on first use. */
 function lazy<T>(start: () => Promise<T>): () => Promise<T> {
@@ -116,13 +111,6 @@ async function startTlsRedis(
 const tlsServer = lazy(() => startTlsRedis('server', 'yes'));
 /** TLS with a certificate for elsewhere.example only, no client certificates. */
 const tlsElsewhere = lazy(() => startTlsRedis('elsewhere', 'no'));
-
-function client(more: Partial<RedisConnectionOptions>): RedisClient {
-  const made = createRedisClient(redisConnectionOptions(more));
-  made.on('error', () => undefined);
-  clients.push(made);
-  return made;
-}
 
 const spec = specBuilder({ algorithm: 'fixed_window' });
 

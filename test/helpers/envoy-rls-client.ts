@@ -18,16 +18,19 @@ export const ENVOY_INCLUDE_DIRS = ['envoy-api', 'xds', 'googleapis', 'protoc-gen
   (d) => path.join(XDS_DEPS, d),
 );
 
+/** How the clients decode Envoy's messages: snake_case fields, enum names, longs as numbers. */
+const LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: ENVOY_INCLUDE_DIRS,
+};
+
 /** Envoy's RateLimitService package, decoded with snake_case fields and enum names. */
 export function loadEnvoyRls(): protoLoader.PackageDefinition {
-  return protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', {
-    keepCase: true,
-    longs: Number,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: ENVOY_INCLUDE_DIRS,
-  });
+  return protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', LOADER_OPTIONS);
 }
 
 /** The decoded response, as Envoy's proto sees it (defaults filled in). */
@@ -114,14 +117,7 @@ export function durationMs(d: { seconds: number; nanos: number } | null | undefi
 
 /** Envoy's RateLimitQuotaService from its own rlqs.proto, decoded as {@link loadEnvoyRls} does. */
 export function loadEnvoyRlqs(): grpc.ServiceDefinition {
-  const pkg = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
-    keepCase: true,
-    longs: Number,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: ENVOY_INCLUDE_DIRS,
-  });
+  const pkg = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', LOADER_OPTIONS);
   return pkg[RLQS_SERVICE_NAME] as grpc.ServiceDefinition;
 }
 

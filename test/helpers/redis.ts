@@ -13,8 +13,12 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
-import type { RedisConnectionOptions } from '../../src/stores/redis/connect.js';
-import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
+import { createRedisClient, type RedisConnectionOptions } from '../../src/stores/redis/connect.js';
+import {
+  createRedisStore,
+  type RedisClient,
+  type RedisStoreOptions,
+} from '../../src/stores/redis/redis-store.js';
 import {
   freePort,
   useProcessGroup,
@@ -58,6 +62,24 @@ export function redisConnectionOptions(
     poolSize: 10,
     timeoutMs: 2_000,
     ...more,
+  };
+}
+
+/**
+ * Call once at the top of a test file: a maker of clients from `createRedisClient` on
+ * {@link redisConnectionOptions}(`more`), their errors ignored (tests assert on readiness and
+ * replies), all disconnected after the file's tests.
+ */
+export function useRedisClients(): (more: Partial<RedisConnectionOptions>) => RedisClient {
+  const clients: RedisClient[] = [];
+  afterAll(() => {
+    for (const client of clients.splice(0)) client.disconnect();
+  });
+  return (more) => {
+    const made = createRedisClient(redisConnectionOptions(more));
+    made.on('error', () => undefined);
+    clients.push(made);
+    return made;
   };
 }
 
