@@ -5,6 +5,7 @@
  */
 import { createEnvoyRlsClient, type EnvoyRlsClient } from './envoy-rls-client.js';
 import { freePort, startSluice, type ProcessGroup, type SluiceProcess } from './processes.js';
+import { redisBackendEnv } from './redis.js';
 
 /** A sluice process on Redis, its HTTP port (health check, metrics) and a gRPC client. */
 export interface RedisSluice {
@@ -32,9 +33,7 @@ export async function startRedisSluice(
     configDir: options.configDir,
     grpcPort: await freePort(),
     env: {
-      BACKEND_TYPE: 'redis',
-      REDIS_SOCKET_TYPE: 'tcp',
-      REDIS_URL: options.redisUrl,
+      ...redisBackendEnv(options.redisUrl),
       WORKERS: '1',
       HOST: '127.0.0.1',
       PORT: String(httpPort),

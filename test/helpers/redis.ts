@@ -83,6 +83,11 @@ export function useRedisClients(): (more: Partial<RedisConnectionOptions>) => Re
   };
 }
 
+/** The settings of the Redis store on `address` (`host:port`) over TCP, as sluice and the reference read them. */
+export function redisBackendEnv(address: string): Record<string, string> {
+  return { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: address };
+}
+
 /** A running Redis process. */
 export interface RedisServer {
   readonly port: number;
