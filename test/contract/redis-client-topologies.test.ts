@@ -6,15 +6,12 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
-import {
-  createRedisClient,
-  waitUntilReady,
-  type RedisConnectionOptions,
-} from '../../src/stores/redis/connect.js';
-import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
+import { waitUntilReady } from '../../src/stores/redis/connect.js';
+import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup } from '../helpers/processes.js';
 import {
   adminClient,
+  useRedisClients,
   requireRedis,
   startRedisCluster,
   startRedisSentinel,
@@ -23,33 +20,12 @@ import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis cluster and sentinel clients', true);
 const group = useProcessGroup();
-const clients: RedisClient[] = [];
 
 afterAll(async () => {
-  for (const client of clients.splice(0)) client.disconnect();
   await group.stopAll();
 });
-
-function client(more: Partial<RedisConnectionOptions>): RedisClient {
-  const made = createRedisClient({
-    url: '',
-    socketType: 'tcp',
-    type: 'single',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 2_000,
-    ...more,
-  });
-  made.on('error', () => undefined);
-  clients.push(made);
-  return made;
-}
+// Registered after the group's hook, so the clients are disconnected before the servers stop.
+const client = useRedisClients();
 
 const spec = specBuilder({ algorithm: 'fixed_window' });
 

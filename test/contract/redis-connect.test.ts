@@ -14,29 +14,30 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../src/clock.js';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/logging/logger.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import { loadSettings } from '../../src/settings.js';
 import { createStore } from '../../src/stores/index.js';
-import {
-  createRedisClient,
-  waitUntilReady,
-  type RedisConnectionOptions,
-} from '../../src/stores/redis/connect.js';
-import type { RedisClient } from '../../src/stores/redis/redis-store.js';
+import { waitUntilReady } from '../../src/stores/redis/connect.js';
 import { createCa, issueCert, requireOpenssl } from '../helpers/certs.js';
 import { freePort, useProcessGroup } from '../helpers/processes.js';
-import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import {
+  adminClient,
+  recordingStoreMetrics,
+  useRedisClients,
+  requireRedis,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 const requirement = requireRedis('redis clients');
 const opensslRequirement = requireOpenssl('redis clients over TLS');
 const group = useProcessGroup();
-const clients: RedisClient[] = [];
 
 afterAll(async () => {
-  for (const client of clients.splice(0)) client.disconnect();
   await group.stopAll();
 });
+// Registered after the group's hook, so the clients are disconnected before the servers stop.
+const client = useRedisClients();
 
 /** Start once, on first use. */
 function lazy<T>(start: () => Promise<T>): () => Promise<T> {
@@ -110,31 +111,6 @@ async function startTlsRedis(
 const tlsServer = lazy(() => startTlsRedis('server', 'yes'));
 /** TLS with a certificate for elsewhere.example only, no client certificates. */
 const tlsElsewhere = lazy(() => startTlsRedis('elsewhere', 'no'));
-
-function settings(more: Partial<RedisConnectionOptions>): RedisConnectionOptions {
-  return {
-    url: '',
-    socketType: 'tcp',
-    type: 'single',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 2_000,
-    ...more,
-  };
-}
-
-function client(more: Partial<RedisConnectionOptions>): RedisClient {
-  const made = createRedisClient(settings(more));
-  made.on('error', () => undefined);
-  clients.push(made);
-  return made;
-}
 
 const spec = specBuilder({ algorithm: 'fixed_window' });
 
@@ -280,22 +256,11 @@ function capture(): { lines: Record<string, unknown>[]; stream: Writable } {
   return { lines, stream };
 }
 
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
-    storeError: (kind) => void events.push(`error:${kind}`),
-    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
-    fallback: (policy) => void events.push(`fallback:${policy}`),
-  };
-}
-
 describe('createStore', () => {
   it('BACKEND_TYPE=memory: a memory store capped at MEMORY_MAX_KEYS, LRU evictions counted and logged', async () => {
     const { lines, stream } = capture();
     const logger = createLogger({ level: 'warn', format: 'json', destination: stream });
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const clock = createManualClock(1_699_999_980_000);
     const store = await createStore(loadSettings({ MEMORY_MAX_KEYS: '64' }), {
       clock: clock.now,
@@ -334,7 +299,7 @@ describe('createStore', () => {
       const server = await plain();
       const { lines, stream } = capture();
       const logger = createLogger({ level: 'info', format: 'json', destination: stream });
-      const metrics = recordingMetrics();
+      const metrics = recordingStoreMetrics();
       const env = {
         REDIS_URL: server.address,
         REDIS_PERSECOND: 'true',
@@ -389,7 +354,7 @@ describe('createStore', () => {
         REDIS_URL: `127.0.0.1:${port}`,
         REDIS_TIMEOUT: '100ms',
       };
-      const metrics = recordingMetrics();
+      const metrics = recordingStoreMetrics();
       const memory = await createStore(loadSettings({ ...base, STORE_FAILURE_MODE: 'memory' }), {
         clock: Date.now,
         logger,

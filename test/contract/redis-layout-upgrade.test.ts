@@ -9,19 +9,15 @@
  * (test/fixtures/apply-script-v2-per-request.ts, one request per call) and the current store
  * share each counter and count it together exactly, so that deploy needs no key change.
  */
-import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ALGORITHMS, type Algorithm } from '../../src/algorithms/index.js';
 import { createManualClock } from '../../src/clock.js';
-import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterSpec } from '../../src/stores/counter-store.js';
 import { ALGORITHM_CODES } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf, redisKeyOf } from '../../src/stores/redis/keys.js';
-import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { APPLY_SCRIPT as APPLY_SCRIPT_V1 } from '../fixtures/apply-script-v1.js';
 import { APPLY_SCRIPT_V2_PER_REQUEST } from '../fixtures/apply-script-v2-per-request.js';
-import { useProcessGroup } from '../helpers/processes.js';
-import { adminClient, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { useSharedRedis } from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
@@ -36,30 +32,11 @@ const V1_CODES: Record<Algorithm, number> = {
   sliding_log: 4,
 };
 
-const requirement = requireRedis('redis layout upgrade');
-const group = useProcessGroup();
-let server: RedisServer | undefined;
-let admin: Redis | undefined;
-const open: CounterStore[] = [];
-const clients: Redis[] = [];
-
-beforeAll(async () => {
-  if (requirement.skip) return;
-  server = await startRedis(group);
-  admin = adminClient(server.port);
-});
-
-afterAll(async () => {
-  await Promise.all(open.splice(0).map((store) => store.close()));
-  for (const client of clients.splice(0)) client.disconnect();
-  admin?.disconnect();
-  await group.stopAll();
-});
+const redis = useSharedRedis('redis layout upgrade');
 
 /** A replica still on layout 1: its script, its key names, the time of `now()`. */
 function oldReplica(prefix: string, now: () => number) {
-  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-  clients.push(client);
+  const client = redis.client();
   client.defineCommand('applyV1', { lua: APPLY_SCRIPT_V1 });
   const call = client as unknown as { applyV1(...args: (string | number)[]): Promise<number[]> };
   return {
@@ -86,28 +63,21 @@ function oldReplica(prefix: string, now: () => number) {
 
 const spec = specBuilder({ limit: LIMIT, windowMs: MINUTE });
 
-describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Redis', () => {
+describe.skipIf(redis.requirement.skip)('redis layout: old and new replicas on one Redis', () => {
   for (const algorithm of ALGORITHMS) {
     it(`${algorithm}: each layout counts its own counter exactly; neither reads or writes the other's`, async () => {
       const clock = createManualClock(T0);
-      const prefix = `up-${randomUUID()}:`;
-      const old = oldReplica(prefix, clock.now);
-      const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-      const store = createRedisStore({
-        client,
-        keyPrefix: prefix,
-        timeoutMs: 5_000,
+      const { store, prefix } = await redis.openStore('up', {
         clock: clock.now,
         scriptClock: clock.now,
-        ttlGraceMs: 3_600_000,
       });
-      open.push(store);
+      const old = oldReplica(prefix, clock.now);
       const counter = spec(`${algorithm}|60000|edge|user=a`, 1, LIMIT, { algorithm });
 
       // The old replica has counted 3 hits when the new one starts.
       for (let i = 0; i < 3; i++) await old.apply(counter);
       const oldKey = old.keyOf(counter.key);
-      const oldBefore = await admin!.dump(oldKey);
+      const oldBefore = await redis.admin.dump(oldKey);
       expect(oldBefore).not.toBeNull();
 
       // The new replica counts from zero on its own key, never failing on the old one's type.
@@ -116,7 +86,7 @@ describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Red
       expect(fresh.results[0]!.remaining).toBe(LIMIT - 1);
       const newKey = redisKeyOf(prefix, counter.key);
       expect(newKey).not.toBe(oldKey);
-      expect(await admin!.dump(oldKey)).toEqual(oldBefore);
+      expect(await redis.admin.dump(oldKey)).toEqual(oldBefore);
 
       // Interleaved: each side goes on exactly from its own count.
       clock.advance(1_000);
@@ -129,15 +99,14 @@ describe.skipIf(requirement.skip)('redis layout: old and new replicas on one Red
       expect(full.admitted).toBe(false);
       expect(full.results[0]!.remaining).toBe(0);
 
-      expect((await admin!.keys(`${prefix}*`)).sort()).toEqual([oldKey, newKey].sort());
+      expect((await redis.admin.keys(`${prefix}*`)).sort()).toEqual([oldKey, newKey].sort());
     });
   }
 });
 
 /** A replica of the previous release: layout 2 keys, one request per script call. */
 function perRequestReplica(prefix: string, now: () => number) {
-  const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-  clients.push(client);
+  const client = redis.client();
   client.defineCommand('applyV2', { lua: APPLY_SCRIPT_V2_PER_REQUEST });
   const call = client as unknown as { applyV2(...args: (string | number)[]): Promise<number[]> };
   return {
@@ -161,52 +130,48 @@ function perRequestReplica(prefix: string, now: () => number) {
   };
 }
 
-describe.skipIf(requirement.skip)('redis layout 2: one request per call and many per call', () => {
-  for (const algorithm of ALGORITHMS) {
-    it(`${algorithm}: the previous release and the current store count one counter together`, async () => {
-      const clock = createManualClock(T0);
-      const prefix = `up2-${randomUUID()}:`;
-      const previous = perRequestReplica(prefix, clock.now);
-      const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-      const store = createRedisStore({
-        client,
-        keyPrefix: prefix,
-        timeoutMs: 5_000,
-        clock: clock.now,
-        scriptClock: clock.now,
-        ttlGraceMs: 3_600_000,
-      });
-      open.push(store);
-      const limit = 10;
-      // 3 s: a new sliding-window sub-bucket each step, all in one fixed window; a token
-      // bucket refills with time, so its clock stays.
-      const step = algorithm === 'token_bucket' ? 0 : 3_000;
-      const counter = spec(`${algorithm}|60000|edge|user=a`, 1, limit, { algorithm });
+describe.skipIf(redis.requirement.skip)(
+  'redis layout 2: one request per call and many per call',
+  () => {
+    for (const algorithm of ALGORITHMS) {
+      it(`${algorithm}: the previous release and the current store count one counter together`, async () => {
+        const clock = createManualClock(T0);
+        const { store, prefix } = await redis.openStore('up2', {
+          clock: clock.now,
+          scriptClock: clock.now,
+        });
+        const previous = perRequestReplica(prefix, clock.now);
+        const limit = 10;
+        // 3 s: a new sliding-window sub-bucket each step, all in one fixed window; a token
+        // bucket refills with time, so its clock stays.
+        const step = algorithm === 'token_bucket' ? 0 : 3_000;
+        const counter = spec(`${algorithm}|60000|edge|user=a`, 1, limit, { algorithm });
 
-      // 2 hits from the previous release, then a turn of 3 concurrent requests on the current
-      // store (one call), then alternating: one count, down to the limit.
-      expect(await previous.apply(counter)).toEqual([true, limit - 1]);
-      clock.advance(step);
-      expect(await previous.apply(counter)).toEqual([true, limit - 2]);
-      clock.advance(step);
-      const turn = await Promise.all([0, 1, 2].map(() => store.apply([counter])));
-      expect(turn.map((batch) => batch.results[0]!.remaining)).toEqual([
-        limit - 3,
-        limit - 4,
-        limit - 5,
-      ]);
-      for (let used = 6; used <= limit; used++) {
+        // 2 hits from the previous release, then a turn of 3 concurrent requests on the current
+        // store (one call), then alternating: one count, down to the limit.
+        expect(await previous.apply(counter)).toEqual([true, limit - 1]);
         clock.advance(step);
-        const remaining =
-          used % 2 === 0
-            ? (await previous.apply(counter))[1]
-            : (await store.apply([counter])).results[0]!.remaining;
-        expect(remaining, `hit ${used}`).toBe(limit - used);
-      }
-      // Full for both.
-      expect((await previous.apply(counter))[0]).toBe(false);
-      expect((await store.apply([counter])).admitted).toBe(false);
-      expect(await admin!.keys(`${prefix}*`)).toEqual([redisKeyOf(prefix, counter.key)]);
-    });
-  }
-});
+        expect(await previous.apply(counter)).toEqual([true, limit - 2]);
+        clock.advance(step);
+        const turn = await Promise.all([0, 1, 2].map(() => store.apply([counter])));
+        expect(turn.map((batch) => batch.results[0]!.remaining)).toEqual([
+          limit - 3,
+          limit - 4,
+          limit - 5,
+        ]);
+        for (let used = 6; used <= limit; used++) {
+          clock.advance(step);
+          const remaining =
+            used % 2 === 0
+              ? (await previous.apply(counter))[1]
+              : (await store.apply([counter])).results[0]!.remaining;
+          expect(remaining, `hit ${used}`).toBe(limit - used);
+        }
+        // Full for both.
+        expect((await previous.apply(counter))[0]).toBe(false);
+        expect((await store.apply([counter])).admitted).toBe(false);
+        expect(await redis.admin.keys(`${prefix}*`)).toEqual([redisKeyOf(prefix, counter.key)]);
+      });
+    }
+  },
+);

@@ -14,7 +14,13 @@ import { createRedisClient, waitUntilReady } from '../../src/stores/redis/connec
 import { hashTagOf, slotOfTag } from '../../src/stores/redis/keys.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
-import { adminClient, requireRedis, scriptCalls, startRedis } from '../helpers/redis.js';
+import {
+  adminClient,
+  redisConnectionOptions,
+  requireRedis,
+  scriptCalls,
+  startRedis,
+} from '../helpers/redis.js';
 import { specBuilder } from '../helpers/specs.js';
 
 const T0 = 1_699_999_980_000;
@@ -61,20 +67,9 @@ const spec = specBuilder({ algorithm: 'fixed_window', windowMs: 60_000 });
 /** A store over a cluster client made by connect.ts, with the script already loaded. */
 async function clusterStore(keyPrefix: string): Promise<{ store: CounterStore; admin: Redis }> {
   const { url, admin } = await oneNodeCluster();
-  const client = createRedisClient({
-    url,
-    socketType: 'tcp',
-    type: 'cluster',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 5_000,
-  });
+  const client = createRedisClient(
+    redisConnectionOptions({ url, type: 'cluster', timeoutMs: 5_000 }),
+  );
   client.on('error', () => undefined);
   const clock = createManualClock(T0);
   const store = createRedisStore({

@@ -12,231 +12,178 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { createManualClock } from '../../src/clock.js';
-import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import type { ScriptClient } from '../../src/stores/redis/client-state.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
-import { useProcessGroup } from '../helpers/processes.js';
-import {
-  adminClient,
-  openTestStore,
-  requireRedis,
-  scriptCalls,
-  startRedis,
-  type RedisServer,
-} from '../helpers/redis.js';
-import { specBuilder } from '../helpers/specs.js';
+import { scriptCalls, useSharedRedis } from '../helpers/redis.js';
+import { decisionOf, randomSpec, specBuilder, xorshift32 } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
 const MINUTE = 60_000;
 
-const requirement = requireRedis('redis store coalescing');
-const group = useProcessGroup();
-let server: RedisServer | undefined;
-let admin: Redis | undefined;
-const open: CounterStore[] = [];
-
-beforeAll(async () => {
-  if (requirement.skip) return;
-  server = await startRedis(group);
-  admin = adminClient(server.port);
-});
-
-afterAll(async () => {
-  await Promise.all(open.splice(0).map((store) => store.close()));
-  admin?.disconnect();
-  await group.stopAll();
-});
+const redis = useSharedRedis('redis store coalescing');
 
 const spec = specBuilder({ windowMs: MINUTE });
 
 /** A Redis store on a fresh prefix, its decisions on `clock`'s time, and its client. */
 async function make(clock: () => number): Promise<{ store: CounterStore; client: Redis }> {
-  const { store, client } = await openTestStore(server!.port, 'co', { clock, scriptClock: clock });
-  open.push(store);
+  const { store, client } = await redis.openStore('co', { clock, scriptClock: clock });
   return { store, client };
 }
 
-/** A batch's decision without the optional fields. */
-function view(batch: BatchResult) {
-  return {
-    admitted: batch.admitted,
-    results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
-      overLimit,
-      remaining,
-      resetMs,
-    })),
-  };
-}
-
-describe.skipIf(requirement.skip)('redis store: the requests of one turn share a call', () => {
-  it('decides concurrent requests in order exactly as the memory store decides them one by one', async () => {
-    const clock = createManualClock(T0);
-    const { store } = await make(clock.now);
-    const memory = createMemoryStore({ clock: clock.now });
-    open.push(memory);
-    // xorshift32: every bit of it is random enough to pick sizes (an LCG's low bits are not).
-    let seed = 20_261_127;
-    const next = (n: number): number => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return (seed >>> 0) % n;
-    };
-    // 40 turns of 1 to 12 concurrent requests of 1 to 4 specs on 3 keys per algorithm, with
-    // limits of 4, so keys fill up, reject and free again as time moves 0 to 12 s per turn.
-    let requests = 0;
-    const sizes: number[] = [];
-    const before = await scriptCalls(admin!);
-    for (let turn = 0; turn < 40; turn++) {
-      const batches: CounterSpec[][] = [];
-      for (let r = 0, count = 1 + next(12); r < count; r++) {
-        const specs: CounterSpec[] = [];
-        for (let k = 0, size = 1 + next(4); k < size; k++) {
-          const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
-          const windowMs = next(2) === 0 ? 10_000 : MINUTE;
-          const roll = next(10);
-          specs.push(
-            spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
-              algorithm: algorithm.name,
-              windowMs,
-              ...(roll === 0 ? { mode: 'shadow' as const } : {}),
-              ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
-            }),
-          );
+describe.skipIf(redis.requirement.skip)(
+  'redis store: the requests of one turn share a call',
+  () => {
+    it('decides concurrent requests in order exactly as the memory store decides them one by one', async () => {
+      const clock = createManualClock(T0);
+      const { store } = await make(clock.now);
+      const memory = createMemoryStore({ clock: clock.now });
+      redis.track(memory);
+      const next = xorshift32(20_261_127);
+      // 40 turns of 1 to 12 concurrent requests of 1 to 4 specs on 3 keys per algorithm, with
+      // limits of 4, so keys fill up, reject and free again as time moves 0 to 12 s per turn.
+      let requests = 0;
+      const sizes: number[] = [];
+      const before = await scriptCalls(redis.admin);
+      for (let turn = 0; turn < 40; turn++) {
+        const batches: CounterSpec[][] = [];
+        for (let r = 0, count = 1 + next(12); r < count; r++) {
+          const specs: CounterSpec[] = [];
+          for (let k = 0, size = 1 + next(4); k < size; k++) specs.push(randomSpec(next, spec));
+          batches.push(specs);
+          sizes.push(specs.length);
         }
-        batches.push(specs);
-        sizes.push(specs.length);
+        requests += batches.length;
+        const got = await Promise.all(batches.map((specs) => store.apply(specs)));
+        for (let r = 0; r < batches.length; r++) {
+          const expected = decisionOf(await memory.apply(batches[r]!));
+          expect(decisionOf(got[r]!), `turn ${turn}, request ${r}`).toEqual(expected);
+        }
+        clock.advance(next(12_001));
       }
-      requests += batches.length;
-      const got = await Promise.all(batches.map((specs) => store.apply(specs)));
-      for (let r = 0; r < batches.length; r++) {
-        const expected = view(await memory.apply(batches[r]!));
-        expect(view(got[r]!), `turn ${turn}, request ${r}`).toEqual(expected);
-      }
-      clock.advance(next(12_001));
-    }
-    // One script call per turn, however many requests it carried.
-    expect(await scriptCalls(admin!)).toBe(before + 40);
-    expect(requests).toBeGreaterThan(150);
-    expect(new Set(sizes)).toEqual(new Set([1, 2, 3, 4]));
-  });
+      // One script call per turn, however many requests it carried.
+      expect(await scriptCalls(redis.admin)).toBe(before + 40);
+      expect(requests).toBeGreaterThan(150);
+      expect(new Set(sizes)).toEqual(new Set([1, 2, 3, 4]));
+    });
 
-  it('admits exactly the limit of many concurrent requests on one key, in one call', async () => {
-    const clock = createManualClock(T0);
-    const { store } = await make(clock.now);
-    for (const algorithm of ALGORITHM_DESCRIPTORS) {
-      const before = await scriptCalls(admin!);
+    it('admits exactly the limit of many concurrent requests on one key, in one call', async () => {
+      const clock = createManualClock(T0);
+      const { store } = await make(clock.now);
+      for (const algorithm of ALGORITHM_DESCRIPTORS) {
+        const before = await scriptCalls(redis.admin);
+        const answers = await Promise.all(
+          Array.from({ length: 50 }, () =>
+            store.apply([spec(`${algorithm.tag}|60000|one`, 1, 20, { algorithm: algorithm.name })]),
+          ),
+        );
+        expect(await scriptCalls(redis.admin), algorithm.name).toBe(before + 1);
+        const admitted = answers.map((answer) => answer.admitted);
+        // The first 20 in arrival order, then none: rejected requests charge nothing.
+        expect(admitted, algorithm.name).toEqual(Array.from({ length: 50 }, (_, i) => i < 20));
+        expect(answers[19]!.results[0]!.remaining, algorithm.name).toBe(0);
+        expect(answers[20]!.results[0]!.overLimit, algorithm.name).toBe(true);
+      }
+    });
+
+    it('splits a turn into calls of at most 512 specs, never splitting a request', async () => {
+      const clock = createManualClock(T0);
+      const { store } = await make(clock.now);
+      const before = await scriptCalls(redis.admin);
+      // 100 requests of 8 specs (800 specs): two calls of 64 requests and 36; then one request of
+      // 600 specs alone, with one of 1 spec after it in the same turn.
+      const eight = Array.from({ length: 100 }, (_, r) =>
+        Array.from({ length: 8 }, (_, k) => spec(`fw|60000|r=${r % 10}|k=${k}`, 1, 10)),
+      );
+      const answers = await Promise.all(eight.map((specs) => store.apply(specs)));
+      expect(await scriptCalls(redis.admin)).toBe(before + 2);
+      // Each key saw 10 requests: all admitted, the last with nothing left.
+      expect(answers.every((answer) => answer.admitted)).toBe(true);
+      expect(answers[99]!.results.map((result) => result.remaining)).toEqual(Array(8).fill(0));
+      const large = Array.from({ length: 600 }, (_, k) => spec(`sw|60000|large=${k}`, 1, 1));
+      const [big, small] = await Promise.all([
+        store.apply(large),
+        store.apply([spec('sw|60000|large=0', 1, 1)]),
+      ]);
+      expect(await scriptCalls(redis.admin)).toBe(before + 4);
+      expect(big.admitted).toBe(true);
+      expect(big.results).toHaveLength(600);
+      // The small request came after the large one, which took the only hit of its key.
+      expect(small.admitted).toBe(false);
+    });
+
+    it('with a per-second client, each client gets one call per turn', async () => {
+      const clock = createManualClock(T0);
+      const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
+      const perSecondClient = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
+      const store = createRedisStore({
+        client,
+        perSecondClient,
+        keyPrefix: `co-${randomUUID()}:`,
+        timeoutMs: 5_000,
+        clock: clock.now,
+        scriptClock: clock.now,
+        ttlGraceMs: 3_600_000,
+      });
+      redis.track(store);
+      await Promise.all([client.ping(), perSecondClient.ping()]);
+      const before = await scriptCalls(redis.admin);
+      // 6 requests, each a one-second limit of 4 (per-second client) and a minute limit of 10.
       const answers = await Promise.all(
-        Array.from({ length: 50 }, () =>
-          store.apply([spec(`${algorithm.tag}|60000|one`, 1, 20, { algorithm: algorithm.name })]),
+        Array.from({ length: 6 }, () =>
+          store.apply([spec('sw|1000|s', 1, 4, { windowMs: 1_000 }), spec('sw|60000|m', 1, 10)]),
         ),
       );
-      expect(await scriptCalls(admin!), algorithm.name).toBe(before + 1);
-      const admitted = answers.map((answer) => answer.admitted);
-      // The first 20 in arrival order, then none: rejected requests charge nothing.
-      expect(admitted, algorithm.name).toEqual(Array.from({ length: 50 }, (_, i) => i < 20));
-      expect(answers[19]!.results[0]!.remaining, algorithm.name).toBe(0);
-      expect(answers[20]!.results[0]!.overLimit, algorithm.name).toBe(true);
-    }
-  });
-
-  it('splits a turn into calls of at most 512 specs, never splitting a request', async () => {
-    const clock = createManualClock(T0);
-    const { store } = await make(clock.now);
-    const before = await scriptCalls(admin!);
-    // 100 requests of 8 specs (800 specs): two calls of 64 requests and 36; then one request of
-    // 600 specs alone, with one of 1 spec after it in the same turn.
-    const eight = Array.from({ length: 100 }, (_, r) =>
-      Array.from({ length: 8 }, (_, k) => spec(`fw|60000|r=${r % 10}|k=${k}`, 1, 10)),
-    );
-    const answers = await Promise.all(eight.map((specs) => store.apply(specs)));
-    expect(await scriptCalls(admin!)).toBe(before + 2);
-    // Each key saw 10 requests: all admitted, the last with nothing left.
-    expect(answers.every((answer) => answer.admitted)).toBe(true);
-    expect(answers[99]!.results.map((result) => result.remaining)).toEqual(Array(8).fill(0));
-    const large = Array.from({ length: 600 }, (_, k) => spec(`sw|60000|large=${k}`, 1, 1));
-    const [big, small] = await Promise.all([
-      store.apply(large),
-      store.apply([spec('sw|60000|large=0', 1, 1)]),
-    ]);
-    expect(await scriptCalls(admin!)).toBe(before + 4);
-    expect(big.admitted).toBe(true);
-    expect(big.results).toHaveLength(600);
-    // The small request came after the large one, which took the only hit of its key.
-    expect(small.admitted).toBe(false);
-  });
-
-  it('with a per-second client, each client gets one call per turn', async () => {
-    const clock = createManualClock(T0);
-    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-    const perSecondClient = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
-    const store = createRedisStore({
-      client,
-      perSecondClient,
-      keyPrefix: `co-${randomUUID()}:`,
-      timeoutMs: 5_000,
-      clock: clock.now,
-      scriptClock: clock.now,
-      ttlGraceMs: 3_600_000,
+      expect(await scriptCalls(redis.admin)).toBe(before + 2);
+      // Across clients a request is not all or nothing (README): the minute counter charges all 6.
+      expect(answers.map((answer) => answer.admitted)).toEqual([
+        true,
+        true,
+        true,
+        true,
+        false,
+        false,
+      ]);
+      expect(answers.map((answer) => answer.results[1]!.remaining)).toEqual([9, 8, 7, 6, 5, 4]);
     });
-    open.push(store);
-    await Promise.all([client.ping(), perSecondClient.ping()]);
-    const before = await scriptCalls(admin!);
-    // 6 requests, each a one-second limit of 4 (per-second client) and a minute limit of 10.
-    const answers = await Promise.all(
-      Array.from({ length: 6 }, () =>
-        store.apply([spec('sw|1000|s', 1, 4, { windowMs: 1_000 }), spec('sw|60000|m', 1, 10)]),
-      ),
-    );
-    expect(await scriptCalls(admin!)).toBe(before + 2);
-    // Across clients a request is not all or nothing (README): the minute counter charges all 6.
-    expect(answers.map((answer) => answer.admitted)).toEqual([
-      true,
-      true,
-      true,
-      true,
-      false,
-      false,
-    ]);
-    expect(answers.map((answer) => answer.results[1]!.remaining)).toEqual([9, 8, 7, 6, 5, 4]);
-  });
 
-  it('a call that fails fails each of its requests with STORE_UNAVAILABLE', async () => {
-    const clock = createManualClock(T0);
-    const { store, client } = await make(clock.now);
-    // A reply one integer short for two requests of one spec (2 + 6 expected).
-    client.defineCommand('sluiceApply', { lua: 'return {1, 0, 4, 0, 1, 0, 4}' });
-    const two = await Promise.allSettled([
-      store.apply([spec('a', 1, 5)]),
-      store.apply([spec('b', 1, 5)]),
-    ]);
-    for (const outcome of two) {
-      expect(outcome).toMatchObject({
-        status: 'rejected',
-        reason: {
-          code: 'STORE_UNAVAILABLE',
-          message: 'redis: unexpected reply from the apply script',
-        },
-      });
-    }
-    client.defineCommand('sluiceApply', { lua: "return redis.error_reply('ERR boom')" });
-    const failed = await Promise.allSettled([
-      store.apply([spec('a', 1, 5)]),
-      store.apply([spec('b', 1, 5)]),
-    ]);
-    for (const outcome of failed) {
-      expect(outcome).toMatchObject({
-        status: 'rejected',
-        reason: { code: 'STORE_UNAVAILABLE', message: 'redis: ERR boom' },
-      });
-    }
-  });
-});
+    it('a call that fails fails each of its requests with STORE_UNAVAILABLE', async () => {
+      const clock = createManualClock(T0);
+      const { store, client } = await make(clock.now);
+      // A reply one integer short for two requests of one spec (2 + 6 expected).
+      client.defineCommand('sluiceApply', { lua: 'return {1, 0, 4, 0, 1, 0, 4}' });
+      const two = await Promise.allSettled([
+        store.apply([spec('a', 1, 5)]),
+        store.apply([spec('b', 1, 5)]),
+      ]);
+      for (const outcome of two) {
+        expect(outcome).toMatchObject({
+          status: 'rejected',
+          reason: {
+            code: 'STORE_UNAVAILABLE',
+            message: 'redis: unexpected reply from the apply script',
+          },
+        });
+      }
+      client.defineCommand('sluiceApply', { lua: "return redis.error_reply('ERR boom')" });
+      const failed = await Promise.allSettled([
+        store.apply([spec('a', 1, 5)]),
+        store.apply([spec('b', 1, 5)]),
+      ]);
+      for (const outcome of failed) {
+        expect(outcome).toMatchObject({
+          status: 'rejected',
+          reason: { code: 'STORE_UNAVAILABLE', message: 'redis: ERR boom' },
+        });
+      }
+    });
+  },
+);
 
 // The arguments of the script calls (redis-store.ts `PendingCall`, `call`, `send`; the layout in
 // apply-script.ts), recorded by a wrapper around each client's registered command that still
@@ -274,14 +221,13 @@ function recordCalls(client: Redis): ScriptArgs[] {
 }
 
 async function makeRecorded(
-  options: Parameters<typeof openTestStore>[2] = {},
+  options: Parameters<typeof redis.openStore>[1] = {},
 ): Promise<{ store: CounterStore; calls: ScriptArgs[] }> {
-  const { store, client } = await openTestStore(server!.port, 'argv', options);
-  open.push(store);
+  const { store, client } = await redis.openStore('argv', options);
   return { store, calls: recordCalls(client) };
 }
 
-describe.skipIf(requirement.skip)('redis store: the arguments of a script call', () => {
+describe.skipIf(redis.requirement.skip)('redis store: the arguments of a script call', () => {
   it('sends each key once when the requests of a turn share it', async () => {
     const { store, calls } = await makeRecorded();
     const request = [spec('a'), spec('b', 2)];
@@ -343,7 +289,7 @@ describe.skipIf(requirement.skip)('redis store: the arguments of a script call',
   });
 
   it('sends windows under a minute to the per-second client, in one call per client', async () => {
-    const perSecondClient = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const perSecondClient = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
     await perSecondClient.ping();
     const { store, calls } = await makeRecorded({ perSecondClient });
     const perSecond = recordCalls(perSecondClient);
@@ -369,7 +315,7 @@ describe.skipIf(requirement.skip)('redis store: the arguments of a script call',
   });
 });
 
-describe.skipIf(requirement.skip)('redis store: the local cache and the script calls', () => {
+describe.skipIf(redis.requirement.skip)('redis store: the local cache and the script calls', () => {
   const one = specBuilder({ windowMs: 60_000, limit: 1 });
 
   it('never answers a spec of 0 hits from the cache: it goes to Redis', async () => {

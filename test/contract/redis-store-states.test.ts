@@ -11,12 +11,16 @@ import { Redis, ReplyError } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import { ClientState, isTimeout } from '../../src/stores/redis/client-state.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
 import { specBuilder } from '../helpers/specs.js';
-import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import {
+  recordingStoreMetrics,
+  requireRedis,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
 
 const requirement = requireRedis('redis store states');
 const group = useProcessGroup();
@@ -39,17 +43,6 @@ function capture() {
   return { lines, logger, messages: () => lines.map((line) => line.msg) };
 }
 
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: () => undefined,
-    storeError: (kind) => void events.push(kind),
-    localCacheOverLimit: () => undefined,
-    fallback: () => undefined,
-  };
-}
-
 /** How many times `client` has begun a reconnection attempt (ioredis `reconnecting` events). */
 function countReconnects(client: Redis): () => number {
   let count = 0;
@@ -66,7 +59,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
     const client = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 20 });
     const retries = countReconnects(client);
     const { lines, logger, messages } = capture();
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'n:', timeoutMs: 500, metrics, logger });
     try {
       await waitFor('5 failed reconnection attempts', () => retries() >= 5, {
@@ -76,7 +69,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
       expect(messages()).toEqual(['redis store not reachable yet; connecting in the background']);
       expect(lines[0]).toMatchObject({ redis: 'main', level: 50 });
       expect(String(lines[0]!['reason'])).toMatch(/ECONNREFUSED/);
-      expect(metrics.events).toEqual(['disconnect']);
+      expect(metrics.errors()).toEqual(['disconnect']);
       expect(store.healthy()).toBe(false);
     } finally {
       await store.close();
@@ -110,7 +103,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
     const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 20 });
     const retries = countReconnects(client);
     const { lines, logger, messages } = capture();
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'u:', timeoutMs: 500, metrics, logger });
     try {
       await waitFor('connected', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -132,7 +125,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
         'redis store unavailable; reconnecting in the background',
       ]);
       expect(lines[1]).toMatchObject({ redis: 'main', level: 50, reason: 'connection closed' });
-      expect(metrics.events).toEqual(['disconnect']);
+      expect(metrics.errors()).toEqual(['disconnect']);
       await expect(store.apply([spec])).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
 
       await startRedis(group, { port: server.port });
@@ -145,7 +138,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
       // The recovery answers the ERROR line, so it is a WARN.
       expect(lines[2]).toMatchObject({ redis: 'main', level: 40 });
       expect((await store.apply([spec])).admitted).toBe(true);
-      expect(metrics.events.filter((e) => e === 'disconnect')).toEqual(['disconnect']);
+      expect(metrics.errors().filter((e) => e === 'disconnect')).toEqual(['disconnect']);
     } finally {
       await store.close();
     }
@@ -156,7 +149,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
     const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     await client.ping();
     const { lines, logger, messages } = capture();
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 's:', timeoutMs: 200, metrics, logger });
     try {
       expect(store.healthy()).toBe(true);
@@ -170,7 +163,7 @@ describe.skipIf(requirement.skip)('redis store: connection states', () => {
         'redis did not answer within REDIS_TIMEOUT; failing fast until it answers a probe',
       ]);
       expect(lines[0]).toMatchObject({ redis: 'main', timeoutMs: 200, level: 40 });
-      expect(metrics.events).toEqual(['timeout', 'stalled', 'unavailable']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled', 'unavailable']);
       server.proc.child.kill('SIGCONT');
       await waitFor('probe', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
       expect(messages()).toEqual([

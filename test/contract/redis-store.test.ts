@@ -6,88 +6,57 @@
  * clock passed to the script, as in the contract; the failure cases use real time, bounded.
  */
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import { ALGORITHM_DESCRIPTORS } from '../../src/algorithms/index.js';
 import { SluiceError } from '../../src/errors.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
-import type { BatchResult, CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
+import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
 import { assembleApplyScript } from '../../src/stores/redis/apply-script.js';
 import { hashTagOf } from '../../src/stores/redis/keys.js';
 import { createRedisStore, type RedisClient } from '../../src/stores/redis/redis-store.js';
-import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import { freePort, waitFor } from '../helpers/processes.js';
 import {
   adminClient,
-  openTestStore,
-  requireRedis,
+  recordingStoreMetrics,
   scriptCalls,
   startRedis,
-  type RedisServer,
+  useSharedRedis,
 } from '../helpers/redis.js';
-import { specBuilder } from '../helpers/specs.js';
+import { decisionOf, randomSpec, specBuilder, xorshift32 } from '../helpers/specs.js';
 
 /** A minute boundary, so fixed windows start at T0. */
 const T0 = 1_699_999_980_000;
 const MINUTE = 60_000;
 
-const requirement = requireRedis('redis store behaviour');
-const group = useProcessGroup();
-let server: RedisServer | undefined;
-let admin: Redis | undefined;
-const open: CounterStore[] = [];
-
-beforeAll(async () => {
-  if (requirement.skip) return;
-  server = await startRedis(group);
-  admin = adminClient(server.port);
-});
-
-afterAll(async () => {
-  await Promise.all(open.splice(0).map((store) => store.close()));
-  admin?.disconnect();
-  await group.stopAll();
-});
+const redis = useSharedRedis('redis store behaviour');
 
 const spec = specBuilder({ algorithm: 'fixed_window', windowMs: MINUTE });
-
-/** What the store reports to its metrics sink, in order. */
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
-    storeError: (kind) => void events.push(`error:${kind}`),
-    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
-    fallback: (policy) => void events.push(`fallback:${policy}`),
-  };
-}
 
 interface Harness {
   readonly client: Redis;
   readonly clock: ManualClock;
   readonly store: CounterStore;
   readonly prefix: string;
-  readonly metrics: ReturnType<typeof recordingMetrics>;
+  readonly metrics: ReturnType<typeof recordingStoreMetrics>;
 }
 
 async function make(
   options: { localCacheBytes?: number; perSecondClient?: RedisClient } = {},
 ): Promise<Harness> {
   const clock = createManualClock(T0);
-  const metrics = recordingMetrics();
-  const { client, store, prefix } = await openTestStore(server!.port, 'rs', {
+  const metrics = recordingStoreMetrics();
+  const { client, store, prefix } = await redis.openStore('rs', {
     perSecondClient: options.perSecondClient,
     localCacheBytes: options.localCacheBytes,
     clock: clock.now,
     scriptClock: clock.now,
     metrics,
   });
-  open.push(store);
   return { client, clock, store, prefix, metrics };
 }
 
-describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
+describe.skipIf(redis.requirement.skip)('redis store: local over-limit cache', () => {
   it('answers a known over-limit counter from memory, with the exact wait, until its reset', async () => {
     const { clock, store, metrics } = await make({ localCacheBytes: 10_000 });
     expect((await store.apply([spec('a', 2, 2)])).admitted).toBe(true);
@@ -100,13 +69,13 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(metrics.events).toEqual([]);
 
     clock.advance(5_000);
-    const before = await scriptCalls(admin!);
+    const before = await scriptCalls(redis.admin);
     const cached = await store.apply([spec('a', 1, 2)]);
     expect(cached).toEqual({
       admitted: false,
       results: [{ overLimit: true, remaining: 0, resetMs: 45_000, fromLocalCache: true }],
     });
-    expect(await scriptCalls(admin!)).toBe(before);
+    expect(await scriptCalls(redis.admin)).toBe(before);
     expect(metrics.events).toEqual(['cache:1']);
 
     // One millisecond before the reset it is still cached; at the reset Redis decides again.
@@ -123,7 +92,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
       admitted: true,
       results: [{ overLimit: false, remaining: 1, resetMs: MINUTE }],
     });
-    expect(await scriptCalls(admin!)).toBe(before + 1);
+    expect(await scriptCalls(redis.admin)).toBe(before + 1);
   });
 
   it('asks Redis for a check-only call, another limit, or a shadow or quota counter', async () => {
@@ -131,7 +100,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     await store.apply([spec('a', 2, 2)]);
     await store.apply([spec('a', 1, 2)]); // refused and remembered
     clock.advance(1_000);
-    const before = await scriptCalls(admin!);
+    const before = await scriptCalls(redis.admin);
     expect((await store.apply([spec('a', 0, 2)])).results[0]).toEqual({
       overLimit: false,
       remaining: 0,
@@ -149,7 +118,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(
       (await store.apply([spec('a', 1, 2, { mode: 'quota' })])).results[0]!.fromLocalCache,
     ).toBeUndefined();
-    expect(await scriptCalls(admin!)).toBe(before + 4);
+    expect(await scriptCalls(redis.admin)).toBe(before + 4);
     expect(metrics.events).toEqual([]);
   });
 
@@ -165,7 +134,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     expect(refused.admitted).toBe(false);
     expect(refused.results.map((r) => r.overLimit)).toEqual([true, false, true]);
     clock.advance(1);
-    const before = await scriptCalls(admin!);
+    const before = await scriptCalls(redis.admin);
     const again = await store.apply([spec('room', 1, 5)]);
     expect(again).toEqual({
       admitted: true,
@@ -173,7 +142,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     });
     const shadow = await store.apply([spec('shadow', 9, 1, { mode: 'shadow' })]);
     expect(shadow.results[0]!.fromLocalCache).toBeUndefined();
-    expect(await scriptCalls(admin!)).toBe(before + 2);
+    expect(await scriptCalls(redis.admin)).toBe(before + 2);
   });
 
   it('a batch with one cached counter charges nothing and still reports the others exactly', async () => {
@@ -181,7 +150,7 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]); // remembered
     clock.advance(2_000);
-    const before = await scriptCalls(admin!);
+    const before = await scriptCalls(redis.admin);
     const batch = await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 2, 3)]);
     // A refused batch reports the room the others have now (nothing was charged).
     expect(batch).toEqual({
@@ -193,14 +162,14 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
       ],
     });
     // One dry script call; `b` and `c` were not charged.
-    expect(await scriptCalls(admin!)).toBe(before + 1);
+    expect(await scriptCalls(redis.admin)).toBe(before + 1);
     expect(metrics.events).toEqual(['cache:1']);
     const peek = await store.apply([spec('b', 1, 5), spec('c', 2, 3)]);
     expect(peek.results.map((r) => r.remaining)).toEqual([4, 1]);
 
     // Even when Redis no longer holds the cached counter (a restart, a flush), a batch the cache
     // refuses charges nothing: the others are only checked.
-    await admin!.del(await admin!.keys(`${prefix}*a`));
+    await redis.admin.del(await redis.admin.keys(`${prefix}*a`));
     await store.apply([spec('b', 1, 5), spec('a', 1, 1), spec('c', 0, 3)]);
     const unchanged = await store.apply([spec('b', 0, 5), spec('c', 0, 3)]);
     expect(unchanged.results.map((r) => r.remaining)).toEqual([4, 1]);
@@ -244,93 +213,96 @@ describe.skipIf(requirement.skip)('redis store: local over-limit cache', () => {
     const { store, metrics } = await make({ localCacheBytes: 0 });
     await store.apply([spec('a', 1, 1)]);
     await store.apply([spec('a', 1, 1)]);
-    const before = await scriptCalls(admin!);
+    const before = await scriptCalls(redis.admin);
     const third = await store.apply([spec('a', 1, 1)]);
     expect(third.results[0]!.fromLocalCache).toBeUndefined();
-    expect(await scriptCalls(admin!)).toBe(before + 1);
+    expect(await scriptCalls(redis.admin)).toBe(before + 1);
     expect(metrics.events).toEqual([]);
   });
 });
 
-describe.skipIf(requirement.skip)('redis store: keys, the per-second client and requests', () => {
-  it('names keys prefix{tag}v2|counterKey with a TTL, and answers an empty batch without Redis', async () => {
-    const { store, prefix } = await make();
-    const before = await scriptCalls(admin!);
-    await expect(store.apply([])).resolves.toEqual({ admitted: true, results: [] });
-    expect(await scriptCalls(admin!)).toBe(before);
-    await store.apply([spec('fw|60000|edge|user=a', 1, 5)]);
-    const keys = await admin!.keys(`${prefix}*`);
-    expect(keys).toEqual([
-      `${prefix}{${hashTagOf('fw|60000|edge|user=a')}}v2|fw|60000|edge|user=a`,
-    ]);
-    const ttl = await admin!.pttl(keys[0]!);
-    expect(ttl).toBeGreaterThan(3_600_000);
-    expect(ttl).toBeLessThanOrEqual(3_600_000 + MINUTE);
-    // Counters live in Redis: the store holds none itself.
-    expect(store.size()).toBe(0);
-    expect(store.healthy()).toBe(true);
-  });
+describe.skipIf(redis.requirement.skip)(
+  'redis store: keys, the per-second client and requests',
+  () => {
+    it('names keys prefix{tag}v2|counterKey with a TTL, and answers an empty batch without Redis', async () => {
+      const { store, prefix } = await make();
+      const before = await scriptCalls(redis.admin);
+      await expect(store.apply([])).resolves.toEqual({ admitted: true, results: [] });
+      expect(await scriptCalls(redis.admin)).toBe(before);
+      await store.apply([spec('fw|60000|edge|user=a', 1, 5)]);
+      const keys = await redis.admin.keys(`${prefix}*`);
+      expect(keys).toEqual([
+        `${prefix}{${hashTagOf('fw|60000|edge|user=a')}}v2|fw|60000|edge|user=a`,
+      ]);
+      const ttl = await redis.admin.pttl(keys[0]!);
+      expect(ttl).toBeGreaterThan(3_600_000);
+      expect(ttl).toBeLessThanOrEqual(3_600_000 + MINUTE);
+      // Counters live in Redis: the store holds none itself.
+      expect(store.size()).toBe(0);
+      expect(store.healthy()).toBe(true);
+    });
 
-  it('sends windows shorter than a minute to the per-second client, the rest to the main one', async () => {
-    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
-    const { store, prefix } = await make({ perSecondClient: perSecond });
-    await perSecond.ping();
-    const batch = await store.apply([
-      spec('second', 1, 5, { windowMs: 1_000 }),
-      spec('almost', 1, 5, { windowMs: MINUTE - 1 }),
-      spec('minute', 1, 5, { windowMs: MINUTE }),
-      spec('hour', 2, 5, { windowMs: 60 * MINUTE }),
-    ]);
-    expect(batch.admitted).toBe(true);
-    expect(batch.results.map((r) => r.remaining)).toEqual([4, 4, 4, 3]);
-    const db1 = adminClient(server!.port);
-    try {
-      await db1.select(1);
-      const names = (keys: string[]) => keys.map((k) => k.slice(k.indexOf('}') + 4)).sort();
-      expect(names(await db1.keys(`${prefix}*`))).toEqual(['almost', 'second']);
-      expect(names(await admin!.keys(`${prefix}*`))).toEqual(['hour', 'minute']);
-    } finally {
-      db1.disconnect();
-    }
-  });
+    it('sends windows shorter than a minute to the per-second client, the rest to the main one', async () => {
+      const perSecond = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
+      const { store, prefix } = await make({ perSecondClient: perSecond });
+      await perSecond.ping();
+      const batch = await store.apply([
+        spec('second', 1, 5, { windowMs: 1_000 }),
+        spec('almost', 1, 5, { windowMs: MINUTE - 1 }),
+        spec('minute', 1, 5, { windowMs: MINUTE }),
+        spec('hour', 2, 5, { windowMs: 60 * MINUTE }),
+      ]);
+      expect(batch.admitted).toBe(true);
+      expect(batch.results.map((r) => r.remaining)).toEqual([4, 4, 4, 3]);
+      const db1 = adminClient(redis.server.port);
+      try {
+        await db1.select(1);
+        const names = (keys: string[]) => keys.map((k) => k.slice(k.indexOf('}') + 4)).sort();
+        expect(names(await db1.keys(`${prefix}*`))).toEqual(['almost', 'second']);
+        expect(names(await redis.admin.keys(`${prefix}*`))).toEqual(['hour', 'minute']);
+      } finally {
+        db1.disconnect();
+      }
+    });
 
-  it('a rejection on one client charges its group only; the batch is refused', async () => {
-    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
-    const { store } = await make({ perSecondClient: perSecond });
-    await perSecond.ping();
-    await store.apply([spec('s', 1, 1, { windowMs: 1_000 })]);
-    const batch = await store.apply([
-      spec('s', 1, 1, { windowMs: 1_000 }),
-      spec('m', 1, 5, { windowMs: MINUTE }),
-    ]);
-    expect(batch.admitted).toBe(false);
-    expect(batch.results.map((r) => r.overLimit)).toEqual([true, false]);
-    expect(batch.results[1]!.remaining).toBe(4);
-  });
-  it('across clients the quota rule is decided on the whole batch, not per client', async () => {
-    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
-    const { store } = await make({ perSecondClient: perSecond });
-    await perSecond.ping();
-    await store.apply([spec('q1', 1, 1, { windowMs: 1_000 })]);
-    // Quota group 0 (per-second client) has no room, group 1 (main client) has: admitted, and
-    // the per-second client's enforced counter is charged although its own quota group is full.
-    const batch = await store.apply([
-      spec('q1', 1, 1, { windowMs: 1_000, mode: 'quota', quotaGroup: 0 }),
-      spec('e1', 1, 5, { windowMs: 1_000 }),
-      spec('q2', 1, 5, { mode: 'quota', quotaGroup: 1 }),
-    ]);
-    expect(batch.admitted).toBe(true);
-    expect(batch.results.map((r) => [r.overLimit, r.remaining])).toEqual([
-      [true, 0],
-      [false, 4],
-      [false, 4],
-    ]);
-    const peek = await store.apply([spec('e1', 0, 5, { windowMs: 1_000 })]);
-    expect(peek.results[0]!.remaining).toBe(4);
-  });
-});
+    it('a rejection on one client charges its group only; the batch is refused', async () => {
+      const perSecond = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
+      const { store } = await make({ perSecondClient: perSecond });
+      await perSecond.ping();
+      await store.apply([spec('s', 1, 1, { windowMs: 1_000 })]);
+      const batch = await store.apply([
+        spec('s', 1, 1, { windowMs: 1_000 }),
+        spec('m', 1, 5, { windowMs: MINUTE }),
+      ]);
+      expect(batch.admitted).toBe(false);
+      expect(batch.results.map((r) => r.overLimit)).toEqual([true, false]);
+      expect(batch.results[1]!.remaining).toBe(4);
+    });
+    it('across clients the quota rule is decided on the whole batch, not per client', async () => {
+      const perSecond = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
+      const { store } = await make({ perSecondClient: perSecond });
+      await perSecond.ping();
+      await store.apply([spec('q1', 1, 1, { windowMs: 1_000 })]);
+      // Quota group 0 (per-second client) has no room, group 1 (main client) has: admitted, and
+      // the per-second client's enforced counter is charged although its own quota group is full.
+      const batch = await store.apply([
+        spec('q1', 1, 1, { windowMs: 1_000, mode: 'quota', quotaGroup: 0 }),
+        spec('e1', 1, 5, { windowMs: 1_000 }),
+        spec('q2', 1, 5, { mode: 'quota', quotaGroup: 1 }),
+      ]);
+      expect(batch.admitted).toBe(true);
+      expect(batch.results.map((r) => [r.overLimit, r.remaining])).toEqual([
+        [true, 0],
+        [false, 4],
+        [false, 4],
+      ]);
+      const peek = await store.apply([spec('e1', 0, 5, { windowMs: 1_000 })]);
+      expect(peek.results[0]!.remaining).toBe(4);
+    });
+  },
+);
 
-describe.skipIf(requirement.skip)('redis store: failures', () => {
+describe.skipIf(redis.requirement.skip)('redis store: failures', () => {
   it('a script reply of the wrong shape fails the call with STORE_UNAVAILABLE, never a made-up answer', async () => {
     const { client, store } = await make();
     // The real script replaced on this connection by ones that answer something else.
@@ -342,7 +314,7 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
       });
     }
     // Two groups (the per-second client): each group's reply is checked for its own size.
-    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1', db: 1 });
+    const perSecond = new Redis({ port: redis.server.port, host: '127.0.0.1', db: 1 });
     const split = await make({ perSecondClient: perSecond });
     await perSecond.ping();
     perSecond.defineCommand('sluiceApply', { lua: 'return {1, 0, 4}' });
@@ -361,7 +333,7 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
       retryStrategy: () => 1_000,
     });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'x:', timeoutMs: 500, metrics });
     try {
       expect(store.healthy()).toBe(false);
@@ -379,10 +351,10 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
   });
 
   it('a server that stops answering: the call times out, later calls fail fast, a probe brings it back', async () => {
-    const paused = await startRedis(group);
+    const paused = await startRedis(redis.group);
     const client = new Redis({ port: paused.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 'p:', timeoutMs: 300, metrics });
     try {
       await client.ping();
@@ -417,8 +389,8 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
   });
 
   it('close() quits the clients: the store is unhealthy afterwards', async () => {
-    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
-    const perSecond = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
+    const perSecond = new Redis({ port: redis.server.port, host: '127.0.0.1' });
     const store = createRedisStore({
       client,
       perSecondClient: perSecond,
@@ -437,7 +409,7 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
 
   it('is unhealthy while the per-second client is down, even with the main one up', async () => {
     const port = await freePort();
-    const client = new Redis({ port: server!.port, host: '127.0.0.1' });
+    const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
     const perSecond = new Redis({
       port,
       host: '127.0.0.1',
@@ -465,7 +437,7 @@ describe.skipIf(requirement.skip)('redis store: failures', () => {
   });
 });
 
-describe.skipIf(requirement.skip)(
+describe.skipIf(redis.requirement.skip)(
   'redis store: the script assembled from the algorithm registry',
   () => {
     it('decides every algorithm, mode and batch shape exactly as the memory store', async () => {
@@ -473,46 +445,20 @@ describe.skipIf(requirement.skip)(
       // This connection runs the script assembleApplyScript builds now from the registry.
       client.defineCommand('sluiceApply', { lua: assembleApplyScript(ALGORITHM_DESCRIPTORS) });
       const memory = createMemoryStore({ clock: clock.now });
-      open.push(memory);
+      redis.track(memory);
       // A seeded sequence of batches: every algorithm, several keys, windows of 10 s and a
       // minute, hits 0 to 3, shadow and quota counters, time moving 0 to 12 s between batches.
-      // xorshift32 (an LCG's low bits, taken modulo 4, made every batch one spec long).
-      let seed = 20_261_125;
-      const next = (n: number): number => {
-        seed ^= seed << 13;
-        seed ^= seed >>> 17;
-        seed ^= seed << 5;
-        return (seed >>> 0) % n;
-      };
+      const next = xorshift32(20_261_125);
       const sizes = new Set<number>();
-      const view = (batch: BatchResult) => ({
-        admitted: batch.admitted,
-        results: batch.results.map(({ overLimit, remaining, resetMs }) => ({
-          overLimit,
-          remaining,
-          resetMs,
-        })),
-      });
       for (let step = 0; step < 60; step++) {
         const specs: CounterSpec[] = [];
-        for (let k = 0, count = 1 + next(4); k < count; k++) {
-          const algorithm = ALGORITHM_DESCRIPTORS[next(ALGORITHM_DESCRIPTORS.length)]!;
-          const windowMs = next(2) === 0 ? 10_000 : MINUTE;
-          const roll = next(10);
-          specs.push(
-            spec(`${algorithm.tag}|${windowMs}|k=${next(3)}`, next(4), 4, {
-              algorithm: algorithm.name,
-              windowMs,
-              ...(roll === 0 ? { mode: 'shadow' as const } : {}),
-              ...(roll === 1 ? { mode: 'quota' as const, quotaGroup: next(2) } : {}),
-            }),
-          );
-        }
+        for (let k = 0, count = 1 + next(4); k < count; k++) specs.push(randomSpec(next, spec));
         sizes.add(specs.length);
-        const expected = view(await memory.apply(specs));
-        expect(view(await store.apply(specs)), `step ${step}: ${JSON.stringify(specs)}`).toEqual(
-          expected,
-        );
+        const expected = decisionOf(await memory.apply(specs));
+        expect(
+          decisionOf(await store.apply(specs)),
+          `step ${step}: ${JSON.stringify(specs)}`,
+        ).toEqual(expected);
         clock.advance(next(13) * 1_000);
       }
       expect(sizes).toEqual(new Set([1, 2, 3, 4]));

@@ -10,11 +10,15 @@ import { Redis, ReplyError } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../../src/errors.js';
 import { createLogger } from '../../src/logging/logger.js';
-import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import { createRedisStore } from '../../src/stores/redis/redis-store.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
 import { specBuilder } from '../helpers/specs.js';
-import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import {
+  recordingStoreMetrics,
+  requireRedis,
+  startRedis,
+  type RedisServer,
+} from '../helpers/redis.js';
 
 const requirement = requireRedis('redis store timeouts');
 const group = useProcessGroup();
@@ -26,25 +30,13 @@ afterAll(async () => {
 /** One fixed-window counter, 5 per minute, charged 1 (test/helpers/specs.ts). */
 const spec = specBuilder({ algorithm: 'fixed_window', limit: 5 })('k');
 
-/** The kinds the store reports to its metrics sink, in order. */
-function recordingMetrics(): StoreMetricsSink & { events: string[] } {
-  const events: string[] = [];
-  return {
-    events,
-    evicted: () => undefined,
-    storeError: (kind) => void events.push(kind),
-    localCacheOverLimit: () => undefined,
-    fallback: () => undefined,
-  };
-}
-
 describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type', () => {
   it("its own timer: STORE_UNAVAILABLE caused by a STORE_TIMEOUT, counted as 'timeout'", async () => {
     const server = await startRedis(group);
     // No ioredis commandTimeout: the store bounds the call with its own timer.
     const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 't1:', timeoutMs: 200, metrics });
     try {
       await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -58,7 +50,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
       const cause = (failure as Error).cause;
       expect(cause).toBeInstanceOf(SluiceError);
       expect(cause).toMatchObject({ code: 'STORE_TIMEOUT' });
-      expect(metrics.events).toEqual(['timeout', 'stalled']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled']);
       expect(store.healthy()).toBe(false);
     } finally {
       server.proc.child.kill('SIGCONT');
@@ -76,7 +68,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
       commandTimeout: 200,
     });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 't2:', timeoutMs: 200, metrics });
     try {
       await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -90,7 +82,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
         message: 'redis: Command timed out',
       });
       expect((failure as Error).cause).not.toBeInstanceOf(SluiceError);
-      expect(metrics.events).toEqual(['timeout', 'stalled']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled']);
       expect(store.healthy()).toBe(false);
     } finally {
       server.proc.child.kill('SIGCONT');
@@ -102,7 +94,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
     const server = await startRedis(group);
     const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 't3:', timeoutMs: 2_000, metrics });
     try {
       await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -116,7 +108,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
         code: 'STORE_UNAVAILABLE',
         message: 'redis: ERR upstream timed out',
       });
-      expect(metrics.events).toEqual(['error']);
+      expect(metrics.errors()).toEqual(['error']);
       // Not stalled: the next call goes to Redis rather than failing fast.
       expect(store.healthy()).toBe(true);
     } finally {
@@ -133,7 +125,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
       commandTimeout: 30_000,
     });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 't4:', timeoutMs: 200, metrics });
     try {
       await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -142,7 +134,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
         code: 'STORE_UNAVAILABLE',
         message: 'redis: redis did not answer within 200ms',
       });
-      expect(metrics.events).toEqual(['timeout', 'stalled']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled']);
     } finally {
       server.proc.child.kill('SIGCONT');
       await store.close();
@@ -153,7 +145,7 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
     const server = await startRedis(group);
     const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     client.on('error', () => undefined);
-    const metrics = recordingMetrics();
+    const metrics = recordingStoreMetrics();
     const store = createRedisStore({ client, keyPrefix: 't5:', timeoutMs: 200, metrics });
     try {
       await waitFor('ready', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
@@ -166,11 +158,11 @@ describe.skipIf(requirement.skip)('redis store: timeouts are recognised by type'
         'STORE_UNAVAILABLE',
         'STORE_UNAVAILABLE',
       ]);
-      expect(metrics.events).toEqual(['timeout', 'stalled', 'timeout', 'timeout']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled', 'timeout', 'timeout']);
       server.proc.child.kill('SIGCONT');
       await waitFor('probe answered', () => store.healthy(), { timeoutMs: 5_000, intervalMs: 10 });
       expect((await store.apply([spec])).admitted).toBe(true);
-      expect(metrics.events).toEqual(['timeout', 'stalled', 'timeout', 'timeout']);
+      expect(metrics.errors()).toEqual(['timeout', 'stalled', 'timeout', 'timeout']);
     } finally {
       server.proc.child.kill('SIGCONT');
       await store.close();

@@ -4,9 +4,6 @@
  * there under the same full name, number, type and label; and sluice's codec
  * (src/transport/rlqs-wire.ts) reads what Envoy's protos encode and writes what they decode.
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { PROTO_DIR } from '../../src/transport/grpc/proto.js';
 import {
@@ -15,85 +12,17 @@ import {
   encodeQuotaResponse,
 } from '../../src/transport/rlqs-wire.js';
 import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { compareProtos, loadProtoRoot } from '../helpers/proto-root.js';
 
-function loadRoot(file: string, includeDirs: readonly string[]): protobuf.Root {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => {
-    for (const dir of includeDirs) {
-      const candidate = path.join(dir, target);
-      if (fs.existsSync(candidate)) return candidate;
-    }
-    return target;
-  };
-  root.loadSync(file, { keepCase: true });
-  root.resolveAll();
-  return root;
-}
-
-const ours = loadRoot(RLQS_PROTO, [PROTO_DIR]);
-const envoys = loadRoot(RLQS_PROTO, ENVOY_INCLUDE_DIRS);
-
-/** Every message and enum under envoy.* in `root`, by full name. */
-function envoyTypes(root: protobuf.Root): Map<string, protobuf.Type | protobuf.Enum> {
-  const found = new Map<string, protobuf.Type | protobuf.Enum>();
-  const visit = (ns: protobuf.NamespaceBase): void => {
-    for (const nested of ns.nestedArray) {
-      if (nested instanceof protobuf.Type || nested instanceof protobuf.Enum) {
-        found.set(nested.fullName.slice(1), nested);
-      }
-      if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) visit(nested);
-    }
-  };
-  const envoy = root.lookup('envoy');
-  if (envoy instanceof protobuf.Namespace) visit(envoy);
-  return found;
-}
+const ours = loadProtoRoot(RLQS_PROTO, [PROTO_DIR]);
+const envoys = loadProtoRoot(RLQS_PROTO, ENVOY_INCLUDE_DIRS);
 
 /** The WEEK unit is newer than the copy (as for rls.proto). */
 const NEWER_THAN_THE_COPY = new Set(['envoy.type.v3.RateLimitUnit.WEEK']);
 
-const shape = (f: protobuf.Field): string =>
-  JSON.stringify({
-    id: f.id,
-    type: f.resolvedType ? f.resolvedType.fullName : f.type,
-    repeated: f.repeated,
-    map: f.map,
-    oneof: f.partOf?.name,
-  });
-
 describe("proto/ matches Envoy's published rlqs.proto", () => {
   it('gives every field the same number, type, label and oneof, and every enum value its number', () => {
-    const mismatches: string[] = [];
-    let compared = 0;
-    for (const [name, type] of envoyTypes(ours)) {
-      const other = envoys.lookup(name);
-      if (type instanceof protobuf.Type) {
-        if (!(other instanceof protobuf.Type)) {
-          mismatches.push(`${name}: not in Envoy's protos`);
-          continue;
-        }
-        for (const field of type.fieldsArray) {
-          const theirs = other.fields[field.name];
-          compared++;
-          if (theirs === undefined) mismatches.push(`${name}.${field.name}: not in Envoy's`);
-          else if (shape(field) !== shape(theirs)) {
-            mismatches.push(
-              `${name}.${field.name}: ours ${shape(field)}, Envoy's ${shape(theirs)}`,
-            );
-          }
-        }
-      } else {
-        if (!(other instanceof protobuf.Enum)) {
-          mismatches.push(`${name}: not in Envoy's protos`);
-          continue;
-        }
-        for (const [value, id] of Object.entries(type.values)) {
-          if (NEWER_THAN_THE_COPY.has(`${name}.${value}`)) continue;
-          compared++;
-          if (other.values[value] !== id) mismatches.push(`${name}.${value}: ours ${id}`);
-        }
-      }
-    }
+    const { mismatches, compared } = compareProtos(ours, envoys, ['envoy'], NEWER_THAN_THE_COPY);
     expect(mismatches).toEqual([]);
     expect(compared).toBeGreaterThan(20);
     const method = ours.lookupService('envoy.service.rate_limit_quota.v3.RateLimitQuotaService')

@@ -6,8 +6,6 @@
  * when protobufjs fails. The two fields that copy predates (per-descriptor hits_addend, WEEK) are
  * checked with our own proto/, which the rls-proto contract test holds to Envoy's numbering.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
@@ -21,23 +19,10 @@ import {
 import { decodeRateLimitRequest, encodeRateLimitResponse } from '../../src/transport/h2/codec.js';
 import { PROTO_DIR, RLS_PROTO } from '../../src/transport/grpc/proto.js';
 import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { loadProtoRoot } from '../helpers/proto-root.js';
 
-function loadRoot(includeDirs: readonly string[]): protobuf.Root {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => {
-    for (const dir of includeDirs) {
-      const candidate = path.join(dir, target);
-      if (fs.existsSync(candidate)) return candidate;
-    }
-    return target;
-  };
-  root.loadSync(RLS_PROTO, { keepCase: true });
-  root.resolveAll();
-  return root;
-}
-
-const envoy = loadRoot(ENVOY_INCLUDE_DIRS);
-const ours = loadRoot([PROTO_DIR]);
+const envoy = loadProtoRoot(RLS_PROTO, ENVOY_INCLUDE_DIRS);
+const ours = loadProtoRoot(RLS_PROTO, [PROTO_DIR]);
 const REQUEST = 'envoy.service.ratelimit.v3.RateLimitRequest';
 const RESPONSE = 'envoy.service.ratelimit.v3.RateLimitResponse';
 const envoyRequest = envoy.lookupType(REQUEST);

@@ -4,47 +4,13 @@
  * the two additions that copy predates. And a response using every field we declare, encoded with
  * our protos, decodes with Envoy's to the same values.
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { PROTO_DIR, RLS_PROTO } from '../../src/transport/grpc/proto.js';
 import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { compareProtos, loadProtoRoot, protoDeclarations } from '../helpers/proto-root.js';
 
-/** Load `file` and its imports into a fresh root, resolving imports against `includeDirs`. */
-function loadRoot(file: string, includeDirs: readonly string[]): protobuf.Root {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => {
-    for (const dir of includeDirs) {
-      const candidate = path.join(dir, target);
-      if (fs.existsSync(candidate)) return candidate;
-    }
-    // protobufjs carries the google/protobuf well-known types itself.
-    return target;
-  };
-  root.loadSync(file, { keepCase: true });
-  root.resolveAll();
-  return root;
-}
-
-const ours = loadRoot(RLS_PROTO, [PROTO_DIR]);
-const envoys = loadRoot(RLS_PROTO, ENVOY_INCLUDE_DIRS);
-
-/** Every message and enum under the envoy.* namespace of `root`, by full name (no leading dot). */
-function envoyTypes(root: protobuf.Root): Map<string, protobuf.Type | protobuf.Enum> {
-  const found = new Map<string, protobuf.Type | protobuf.Enum>();
-  const visit = (ns: protobuf.NamespaceBase): void => {
-    for (const nested of ns.nestedArray) {
-      if (nested instanceof protobuf.Type || nested instanceof protobuf.Enum) {
-        found.set(nested.fullName.slice(1), nested);
-      }
-      if (nested instanceof protobuf.Namespace || nested instanceof protobuf.Type) visit(nested);
-    }
-  };
-  const envoy = root.lookup('envoy');
-  if (envoy instanceof protobuf.Namespace) visit(envoy);
-  return found;
-}
+const ours = loadProtoRoot(RLS_PROTO, [PROTO_DIR]);
+const envoys = loadProtoRoot(RLS_PROTO, ENVOY_INCLUDE_DIRS);
 
 /**
  * What our protos add to the copy in @grpc/grpc-js-xds, which predates them (Envoy's current API
@@ -56,17 +22,8 @@ const NEWER_THAN_THE_COPY = new Set([
   'envoy.type.v3.RateLimitUnit.WEEK',
 ]);
 
-function fieldShape(field: protobuf.Field): Record<string, unknown> {
-  return {
-    id: field.id,
-    type: field.resolvedType ? field.resolvedType.fullName : field.type,
-    repeated: field.repeated,
-    map: field.map,
-  };
-}
-
 describe("proto/ matches Envoy's published rls.proto", () => {
-  const ourTypes = envoyTypes(ours);
+  const ourTypes = protoDeclarations(ours, ['envoy']);
 
   it('declares the service and messages the spec lists', () => {
     expect([...ourTypes.keys()]).toEqual(
@@ -95,48 +52,8 @@ describe("proto/ matches Envoy's published rls.proto", () => {
     expect(method?.resolvedResponseType?.fullName).toBe(theirs?.resolvedResponseType?.fullName);
   });
 
-  it('gives every field the same number, type and label, and every enum value its number', () => {
-    const mismatches: string[] = [];
-    let compared = 0;
-    for (const [name, type] of ourTypes) {
-      const other = envoys.lookup(name);
-      if (type instanceof protobuf.Type) {
-        if (!(other instanceof protobuf.Type)) {
-          mismatches.push(`${name}: no such message in Envoy's protos`);
-          continue;
-        }
-        for (const field of type.fieldsArray) {
-          const full = `${name}.${field.name}`;
-          const theirs = other.fields[field.name];
-          if (theirs === undefined) {
-            if (!NEWER_THAN_THE_COPY.has(full)) mismatches.push(`${full}: not in Envoy's protos`);
-            continue;
-          }
-          compared++;
-          const a = fieldShape(field);
-          const b = fieldShape(theirs);
-          if (JSON.stringify(a) !== JSON.stringify(b)) {
-            mismatches.push(`${full}: ours ${JSON.stringify(a)}, Envoy's ${JSON.stringify(b)}`);
-          }
-        }
-      } else {
-        if (!(other instanceof protobuf.Enum)) {
-          mismatches.push(`${name}: no such enum in Envoy's protos`);
-          continue;
-        }
-        for (const [valueName, id] of Object.entries(type.values)) {
-          const full = `${name}.${valueName}`;
-          if (other.values[valueName] === undefined) {
-            if (!NEWER_THAN_THE_COPY.has(full)) mismatches.push(`${full}: not in Envoy's protos`);
-            continue;
-          }
-          compared++;
-          if (other.values[valueName] !== id) {
-            mismatches.push(`${full}: ours ${id}, Envoy's ${String(other.values[valueName])}`);
-          }
-        }
-      }
-    }
+  it('gives every field the same number, type, label and oneof, and every enum value its number', () => {
+    const { mismatches, compared } = compareProtos(ours, envoys, ['envoy'], NEWER_THAN_THE_COPY);
     expect(mismatches).toEqual([]);
     expect(compared).toBeGreaterThan(40);
   });

@@ -7,14 +7,12 @@
  * ALGORITHMS then runs the algorithm-independent cases and a random differential run in which the
  * Redis store must answer exactly as the memory store.
  */
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ALGORITHMS } from '../../src/algorithms/index.js';
 import { createManualClock, type ManualClock } from '../../src/clock.js';
 import type { CounterSpec, CounterStore } from '../../src/stores/counter-store.js';
 import { createMemoryStore } from '../../src/stores/memory/memory-store.js';
-import { useProcessGroup } from '../helpers/processes.js';
-import { openTestStore, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { useSharedRedis } from '../helpers/redis.js';
 import { mulberry32 } from '../helpers/sliding-model.js';
 import { specBuilder } from '../helpers/specs.js';
 
@@ -37,22 +35,7 @@ interface Backend {
   make(): Promise<Harness>;
 }
 
-const redisRequirement = requireRedis('store contract against redis-server');
-const group = useProcessGroup();
-let server: RedisServer | undefined;
-let admin: Redis | undefined;
-const open: CounterStore[] = [];
-
-beforeAll(async () => {
-  if (redisRequirement.skip) return;
-  server = await startRedis(group);
-  admin = new Redis({ port: server.port, host: '127.0.0.1' });
-});
-
-afterAll(async () => {
-  await Promise.all(open.splice(0).map((store) => store.close()));
-  admin?.disconnect();
-});
+const redis = useSharedRedis('store contract against redis-server');
 
 const BACKENDS: Backend[] = [
   {
@@ -61,23 +44,20 @@ const BACKENDS: Backend[] = [
     make() {
       const clock = createManualClock(T0);
       const store = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
-      open.push(store);
+      redis.track(store);
       return Promise.resolve({ clock, store, held: () => Promise.resolve(store.size()) });
     },
   },
   {
     name: 'redis',
-    skip: redisRequirement.skip,
+    skip: redis.requirement.skip,
     async make() {
       const clock = createManualClock(T0);
-      const { store, prefix } = await openTestStore(server!.port, 'test', {
-        scriptClock: clock.now,
-      });
-      open.push(store);
+      const { store, prefix } = await redis.openStore('test', { scriptClock: clock.now });
       return {
         clock,
         store,
-        held: async () => (await admin!.keys(`${prefix}*`)).length,
+        held: async () => (await redis.admin.keys(`${prefix}*`)).length,
       };
     },
   },
@@ -305,7 +285,7 @@ for (const backend of BACKENDS) {
           it('random batches: answers exactly as the memory store (the algorithm module)', async () => {
             const { store, clock } = await backend.make();
             const model = createMemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
-            open.push(model);
+            redis.track(model);
             const rand = mulberry32(ALGORITHMS.indexOf(algorithm) * 7919 + 17);
             const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
             const modes = ['enforced', 'enforced', 'enforced', 'shadow', 'quota'] as const;

@@ -7,8 +7,6 @@
  * (`SLUICE_UPDATE_SCREENSHOTS=1` refreshes them).
  */
 import path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -18,9 +16,8 @@ import {
   type Chromium,
 } from '../helpers/chromium.js';
 import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
-import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { createEnvoyRlqsClient, type EnvoyRlqsClient } from '../helpers/envoy-rls-client.js';
 import { waitFor } from '../helpers/processes.js';
-import { RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 
 const chromium = requireChromium('console browser tests');
 const shots = screenshotDir();
@@ -288,34 +285,19 @@ describe.skipIf(chromium.skip)('console in Chromium (reset on)', () => {
   });
 });
 
-/** An RLQS client on Envoy's own published rlqs.proto (as test/integration/rlqs.test.ts). */
-const RlqsClient = grpc.makeGenericClientConstructor(
-  protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
-    keepCase: true,
-    longs: Number,
-    defaults: true,
-    oneofs: true,
-    includeDirs: ENVOY_INCLUDE_DIRS,
-  })[RLQS_SERVICE_NAME] as grpc.ServiceDefinition,
-  'RateLimitQuotaService',
-);
-
 /** A bucket id a client chose to be markup: the page must show it as text. */
 const HOSTILE = '<img src=x onerror="document.title=`pwned`">';
 
 describe.skipIf(chromium.skip)('console in Chromium (Quota RLQS panel)', () => {
   let sluice: ConsoleApp;
   let browser: Chromium;
-  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+  let client: EnvoyRlqsClient;
   let page: Page;
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
     sluice = await startConsoleApp({}, undefined, 250);
-    client = new RlqsClient(
-      `127.0.0.1:${sluice.grpcPort}`,
-      grpc.credentials.createInsecure(),
-    ) as typeof client;
+    client = createEnvoyRlqsClient(`127.0.0.1:${sluice.grpcPort}`);
     browser = await launchChromium();
     page = await browser.context.newPage();
     page.on('pageerror', (error) => pageErrors.push(error.message));
@@ -337,13 +319,6 @@ describe.skipIf(chromium.skip)('console in Chromium (Quota RLQS panel)', () => {
   });
 
   it('draws each bucket with its rule, and per stream its usage, share and assignment', async () => {
-    const open = (): { call: grpc.ClientDuplexStream<object, unknown>; answers: unknown[] } => {
-      const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
-      const answers: unknown[] = [];
-      call.on('data', (m: unknown) => answers.push(m));
-      call.on('error', () => {});
-      return { call, answers };
-    };
     /** One bucket's usage over the last minute, as Envoy reports it. */
     const usage = (bucket: Record<string, string>, allowed: number, denied: number): object => ({
       bucket_id: { bucket },
@@ -351,8 +326,8 @@ describe.skipIf(chromium.skip)('console in Chromium (Quota RLQS panel)', () => {
       num_requests_allowed: allowed,
       num_requests_denied: denied,
     });
-    const first = open();
-    const second = open();
+    const first = client.openStream();
+    const second = client.openStream();
     try {
       first.call.write({
         domain: 'shop',

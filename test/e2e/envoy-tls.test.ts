@@ -25,13 +25,14 @@ import {
   loadShippedEnvoyConfig,
   requireEnvoy,
   rewriteForLoopback,
-  startEnvoy,
+  startEnvoyOnLoopback,
   startLoopbackUpstream,
   type EnvoyConfig,
   type EnvoyProcess,
+  type LoopbackPorts,
   type LoopbackUpstream,
 } from '../helpers/envoy.js';
-import { freePort, useProcessGroup } from '../helpers/processes.js';
+import { useProcessGroup } from '../helpers/processes.js';
 
 const envoy = requireEnvoy('e2e: Envoy to sluice over mTLS');
 const openssl = requireOpenssl('e2e: Envoy to sluice over mTLS');
@@ -51,11 +52,7 @@ const STAT_FAILURE_MODE_ALLOWED = 'cluster.upstream.ratelimit.failure_mode_allow
  * The shipped envoy.yaml on loopback, its `sluice` cluster speaking TLS (ALPN h2, SNI, sluice's
  * certificate checked against the CA and its SAN) and presenting `client`.
  */
-function envoyConfig(
-  ports: { listenerPort: number; adminPort: number; sluicePort: number; upstreamPort: number },
-  ca: TestCa,
-  client: TestCert,
-): EnvoyConfig {
+function envoyConfig(ports: LoopbackPorts, ca: TestCa, client: TestCert): EnvoyConfig {
   const config = rewriteForLoopback(loadShippedEnvoyConfig(), ports);
   const cluster = (config['static_resources'].clusters as EnvoyConfig[]).find(
     (c) => c['name'] === 'sluice',
@@ -131,15 +128,13 @@ describe.skipIf(envoy.skip || openssl.skip)(
         GRPC_CLIENT_TLS_SAN: ENVOY_NAME,
       });
       upstream = await startLoopbackUpstream(group);
-      const start = async (client: TestCert): Promise<EnvoyProcess> => {
-        const ports = {
-          listenerPort: await freePort(),
-          adminPort: await freePort(),
+      const start = (client: TestCert): Promise<EnvoyProcess> =>
+        startEnvoyOnLoopback(group, {
+          binary,
           sluicePort: running.port,
           upstreamPort: upstream.port,
-        };
-        return startEnvoy(group, { binary, config: envoyConfig(ports, ca, client), ports });
-      };
+          config: (ports) => envoyConfig(ports, ca, client),
+        });
       trusted = await start(envoyCert);
       intruder = await start(intruderCert);
     }, 60_000);

@@ -13,12 +13,13 @@ import {
   loadShippedEnvoyConfig,
   requireEnvoy,
   rewriteForLoopback,
-  startEnvoy,
+  startEnvoyOnLoopback,
   startLoopbackUpstream,
   type EnvoyConfig,
   type EnvoyProcess,
+  type LoopbackPorts,
 } from '../helpers/envoy.js';
-import { freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import { useProcessGroup, waitFor } from '../helpers/processes.js';
 import {
   requireTelemetryBinary,
   startJaeger,
@@ -31,10 +32,7 @@ const jaegerNeed = requireTelemetryBinary('e2e: Envoy and sluice in one trace', 
 const SERVER = process.env['GRPC_SERVER'] === 'grpc-js' ? 'grpc-js' : 'lean';
 
 /** The shipped envoy.yaml on loopback with an OpenTelemetry tracer sending to Jaeger's OTLP/gRPC. */
-function tracedConfig(
-  ports: { listenerPort: number; adminPort: number; sluicePort: number; upstreamPort: number },
-  otlpGrpcPort: number,
-): EnvoyConfig {
+function tracedConfig(ports: LoopbackPorts, otlpGrpcPort: number): EnvoyConfig {
   const config = rewriteForLoopback(loadShippedEnvoyConfig(), ports);
   const resources = config['static_resources'];
   const hcm = resources.listeners[0].filter_chains[0].filters.find(
@@ -99,17 +97,12 @@ describe.skipIf(envoy.skip || jaegerNeed.skip)(
         TRACING_SERVICE_NAME: 'sluice-under-test',
       });
       const upstream = await startLoopbackUpstream(group);
-      const ports = {
-        listenerPort: await freePort(),
-        adminPort: await freePort(),
+      const otlpGrpcPort = Number(new URL(jaeger.otlpGrpc).port);
+      proxy = await startEnvoyOnLoopback(group, {
+        binary,
         sluicePort: running.port,
         upstreamPort: upstream.port,
-      };
-      const otlpGrpcPort = Number(new URL(jaeger.otlpGrpc).port);
-      proxy = await startEnvoy(group, {
-        binary,
-        config: tracedConfig(ports, otlpGrpcPort),
-        ports,
+        config: (ports) => tracedConfig(ports, otlpGrpcPort),
       });
     }, 90_000);
 

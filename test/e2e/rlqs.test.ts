@@ -18,13 +18,20 @@ import {
   envoyBinary,
   requireEnvoy,
   rewriteForLoopback,
-  startEnvoy,
+  startEnvoyOnLoopback,
   startLoopbackUpstream,
   type EnvoyConfig,
   type EnvoyProcess,
+  type LoopbackPorts,
   type LoopbackUpstream,
 } from '../helpers/envoy.js';
-import { REPO_ROOT, freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
+import {
+  REPO_ROOT,
+  freePort,
+  useProcessGroup,
+  waitFor,
+  type ProcessGroup,
+} from '../helpers/processes.js';
 
 const envoy = requireEnvoy('e2e: Envoy rate_limit_quota filter with sluice as its RLQS');
 const suite = (title: string): string =>
@@ -33,8 +40,29 @@ const suite = (title: string): string =>
 /** The example the docs show: the test runs this very file (ports rewritten to loopback). */
 const RLQS_EXAMPLE_DIR = path.join(REPO_ROOT, 'examples', 'rlqs');
 
-function exampleConfig(): EnvoyConfig {
-  return parse(readFileSync(path.join(RLQS_EXAMPLE_DIR, 'envoy.yaml'), 'utf8')) as EnvoyConfig;
+/** The example's envoy.yaml with only its addresses and ports moved to `ports`. */
+function exampleConfig(ports: LoopbackPorts): EnvoyConfig {
+  const config = parse(readFileSync(path.join(RLQS_EXAMPLE_DIR, 'envoy.yaml'), 'utf8'));
+  return rewriteForLoopback(config as EnvoyConfig, ports);
+}
+
+/** sluice in process on the example's rules (`env` added), gRPC on port 0 unless `env` says. */
+function startExampleApp(env: Record<string, string> = {}): Promise<RunningApp> {
+  return startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], env);
+}
+
+/** Envoy on the example's envoy.yaml, in front of sluice's gRPC port and `upstream`. */
+function startExampleEnvoy(
+  group: ProcessGroup,
+  sluicePort: number,
+  upstream: LoopbackUpstream,
+): Promise<EnvoyProcess> {
+  return startEnvoyOnLoopback(group, {
+    binary: envoyBinary(envoy),
+    sluicePort,
+    upstreamPort: upstream.port,
+    config: exampleConfig,
+  });
 }
 
 /** One request through Envoy; the status. */
@@ -75,18 +103,9 @@ describe.skipIf(envoy.skip)(suite('one Envoy, sluice as its RLQS'), () => {
   let proxy: EnvoyProcess;
 
   beforeAll(async () => {
-    const binary = envoyBinary(envoy);
     upstream = await startLoopbackUpstream(group);
-    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')]);
-    const listenerPort = await freePort();
-    const adminPort = await freePort();
-    const config = rewriteForLoopback(exampleConfig(), {
-      listenerPort,
-      adminPort,
-      sluicePort: app.port,
-      upstreamPort: upstream.port,
-    });
-    proxy = await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } });
+    app = await startExampleApp();
+    proxy = await startExampleEnvoy(group, app.port, upstream);
   }, 60_000);
   afterAll(async () => {
     await app?.stop();
@@ -142,20 +161,9 @@ describe.skipIf(envoy.skip)(suite('two Envoys sharing one bucket'), () => {
   const FLOOR = shareFloor(LIMIT, 2);
 
   beforeAll(async () => {
-    const binary = envoyBinary(envoy);
     const upstream = await startLoopbackUpstream(group);
-    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')]);
-    for (let i = 0; i < 2; i++) {
-      const listenerPort = await freePort();
-      const adminPort = await freePort();
-      const config = rewriteForLoopback(exampleConfig(), {
-        listenerPort,
-        adminPort,
-        sluicePort: app.port,
-        upstreamPort: upstream.port,
-      });
-      proxies.push(await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } }));
-    }
+    app = await startExampleApp();
+    for (let i = 0; i < 2; i++) proxies.push(await startExampleEnvoy(group, app.port, upstream));
   }, 60_000);
   afterAll(async () => {
     await app?.stop();
@@ -211,21 +219,10 @@ describe.skipIf(envoy.skip)(suite('a sluice restart'), () => {
   let grpcPort: number;
 
   beforeAll(async () => {
-    const binary = envoyBinary(envoy);
     const upstream = await startLoopbackUpstream(group);
     grpcPort = await freePort();
-    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], {
-      GRPC_PORT: String(grpcPort),
-    });
-    const listenerPort = await freePort();
-    const adminPort = await freePort();
-    const config = rewriteForLoopback(exampleConfig(), {
-      listenerPort,
-      adminPort,
-      sluicePort: grpcPort,
-      upstreamPort: upstream.port,
-    });
-    proxy = await startEnvoy(group, { binary, config, ports: { listenerPort, adminPort } });
+    app = await startExampleApp({ GRPC_PORT: String(grpcPort) });
+    proxy = await startExampleEnvoy(group, grpcPort, upstream);
   }, 60_000);
   afterAll(async () => {
     await app?.stop();
@@ -238,9 +235,7 @@ describe.skipIf(envoy.skip)(suite('a sluice restart'), () => {
     });
     await app!.stop();
     app = undefined;
-    app = await startApp([path.join(RLQS_EXAMPLE_DIR, 'ratelimit')], {
-      GRPC_PORT: String(grpcPort),
-    });
+    app = await startExampleApp({ GRPC_PORT: String(grpcPort) });
     const restarted = app;
     // Envoy keeps its last assignment meanwhile; traffic drives the next report.
     await waitFor(

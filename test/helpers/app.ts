@@ -9,6 +9,20 @@ import type { Clock } from '../../src/clock.js';
 import { createLogger, silentLogger, type Logger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
 import { createEnvoyRlsClient, type EnvoyRlsClient } from './envoy-rls-client.js';
+import { serverUnderTest } from './processes.js';
+
+/**
+ * Every listener of an app under test on 127.0.0.1, each on a port the system picks (never the
+ * defaults 8081, 8080 and 6070 another sluice on the machine may hold): gRPC, HTTP and debug.
+ */
+export const LOOPBACK_LISTENERS = {
+  GRPC_HOST: '127.0.0.1',
+  GRPC_PORT: '0',
+  HOST: '127.0.0.1',
+  PORT: '0',
+  DEBUG_HOST: '127.0.0.1',
+  DEBUG_PORT: '0',
+} as const;
 
 /** A running app plus a client generated from Envoy's protos. */
 export interface RunningApp {
@@ -27,18 +41,7 @@ export async function startApp(
   options: { clock?: Clock; logger?: Logger; watchPollIntervalMs?: number } = {},
 ): Promise<RunningApp> {
   const settings = loadSettings(
-    {
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      // The HTTP and debug listeners start too; free loopback ports, never 8080/6070.
-      HOST: '127.0.0.1',
-      PORT: '0',
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: '0',
-      // The gRPC server under test: vitest.config.ts runs the transport suites once per value.
-      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
-      ...env,
-    },
+    { ...LOOPBACK_LISTENERS, ...serverUnderTest(), ...env },
     {
       config: configPaths,
     },

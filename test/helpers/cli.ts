@@ -2,7 +2,7 @@
  * Runs one-shot CLI commands (`check`, `query`, a failing `serve`) of the built `dist/main.js`.
  * Long-running servers use `startSluice` from processes.ts.
  */
-import { spawnManaged, REPO_ROOT, SLUICE_MAIN } from './processes.js';
+import { spawnManaged, serverUnderTest, REPO_ROOT, SLUICE_MAIN } from './processes.js';
 
 /** Result of a finished CLI run. */
 export interface CliResult {
@@ -24,8 +24,7 @@ export async function runCli(
     cwd: REPO_ROOT,
     env: {
       PATH: process.env.PATH ?? '',
-      // The gRPC server under test (vitest.config.ts runs the suites once per value).
-      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
+      ...serverUnderTest(),
       ...env,
     },
   });

@@ -4,7 +4,8 @@
  */
 import { createApp, type App } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
-import { capturingLogger, ruleDir } from './app.js';
+import { LOOPBACK_LISTENERS, capturingLogger, ruleDir } from './app.js';
+import { serverUnderTest } from './processes.js';
 import { createEnvoyRlsClient, rlsRequest, type EnvoyRlsClient } from './envoy-rls-client.js';
 import { loadSettings } from '../../src/settings.js';
 
@@ -53,16 +54,7 @@ export async function startConsoleApp(
 ): Promise<ConsoleApp> {
   const dir = await ruleDir({ 'shop.yaml': rules });
   const settings = loadSettings(
-    {
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: '0',
-      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
-      ...env,
-    },
+    { ...LOOPBACK_LISTENERS, ...serverUnderTest(), ...env },
     { config: [dir] },
   );
   const { logger, lines } = capturingLogger();

@@ -15,6 +15,7 @@ import {
   REPO_ROOT,
   WaitAborted,
   canConnect,
+  freePort,
   waitFor,
   type ManagedProcess,
   type ProcessGroup,
@@ -293,6 +294,31 @@ export async function startEnvoy(
     adminUrl,
     configPath,
   };
+}
+
+/**
+ * Start Envoy with its listener and admin on free loopback ports, in front of sluice's gRPC port
+ * `sluicePort` and the upstream on `upstreamPort`, running the bootstrap `config` builds for
+ * those ports (by default the shipped envoy.yaml, {@link rewriteForLoopback}); see
+ * {@link startEnvoy}.
+ */
+export async function startEnvoyOnLoopback(
+  group: ProcessGroup,
+  options: {
+    binary: string;
+    sluicePort: number;
+    upstreamPort: number;
+    config?: (ports: LoopbackPorts) => EnvoyConfig;
+  },
+): Promise<EnvoyProcess> {
+  const ports: LoopbackPorts = {
+    listenerPort: await freePort(),
+    adminPort: await freePort(),
+    sluicePort: options.sluicePort,
+    upstreamPort: options.upstreamPort,
+  };
+  const config = options.config?.(ports) ?? rewriteForLoopback(loadShippedEnvoyConfig(), ports);
+  return startEnvoy(group, { binary: options.binary, config, ports });
 }
 
 /** Counters and gauges from admin `/stats` whose names match `filter` (a regex), by name. */

@@ -363,6 +363,14 @@ export async function grpcHealthStatus(address: string, timeoutMs = 1_000): Prom
   }
 }
 
+/**
+ * `GRPC_SERVER` of the test project, when it sets one (vitest.config.ts runs the transport suites
+ * once per server), for the environment of an app or process under test; else nothing.
+ */
+export function serverUnderTest(): Record<string, string> {
+  return process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {};
+}
+
 /** A sluice child process serving gRPC on 127.0.0.1:`grpcPort`. */
 export interface SluiceProcess {
   readonly proc: ManagedProcess;

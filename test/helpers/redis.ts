@@ -9,10 +9,23 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
+import type { StoreMetricsSink } from '../../src/metrics/metrics.js';
 import type { CounterStore } from '../../src/stores/counter-store.js';
-import { createRedisStore, type RedisStoreOptions } from '../../src/stores/redis/redis-store.js';
-import { freePort, waitFor, type ManagedProcess, type ProcessGroup } from './processes.js';
+import { createRedisClient, type RedisConnectionOptions } from '../../src/stores/redis/connect.js';
+import {
+  createRedisStore,
+  type RedisClient,
+  type RedisStoreOptions,
+} from '../../src/stores/redis/redis-store.js';
+import {
+  freePort,
+  useProcessGroup,
+  waitFor,
+  type ManagedProcess,
+  type ProcessGroup,
+} from './processes.js';
 import { requireBinaries, type Requirement } from './require-binaries.js';
 
 /** `redis-server`, `redis-cli` (and `redis-sentinel` when `sentinel`), by {@link requireBinaries}. */
@@ -25,6 +38,54 @@ export function requireRedis(suite: string, sentinel = false): Requirement {
       install,
     })),
   );
+}
+
+/**
+ * Connection settings for `createRedisClient` as settings.ts makes them for one plain server over
+ * TCP (no auth, no TLS, the default pool of 10) with a 2 s timeout; `more` sets the URL and adds
+ * or overrides the rest.
+ */
+export function redisConnectionOptions(
+  more: Partial<RedisConnectionOptions> = {},
+): RedisConnectionOptions {
+  return {
+    url: '',
+    socketType: 'tcp',
+    type: 'single',
+    auth: '',
+    sentinelAuth: '',
+    tls: false,
+    tlsCaCert: '',
+    tlsClientCert: '',
+    tlsClientKey: '',
+    tlsSkipHostnameVerification: false,
+    poolSize: 10,
+    timeoutMs: 2_000,
+    ...more,
+  };
+}
+
+/**
+ * Call once at the top of a test file: a maker of clients from `createRedisClient` on
+ * {@link redisConnectionOptions}(`more`), their errors ignored (tests assert on readiness and
+ * replies), all disconnected after the file's tests.
+ */
+export function useRedisClients(): (more: Partial<RedisConnectionOptions>) => RedisClient {
+  const clients: RedisClient[] = [];
+  afterAll(() => {
+    for (const client of clients.splice(0)) client.disconnect();
+  });
+  return (more) => {
+    const made = createRedisClient(redisConnectionOptions(more));
+    made.on('error', () => undefined);
+    clients.push(made);
+    return made;
+  };
+}
+
+/** The settings of the Redis store on `address` (`host:port`) over TCP, as sluice and the reference read them. */
+export function redisBackendEnv(address: string): Record<string, string> {
+  return { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: address };
 }
 
 /** A running Redis process. */
@@ -142,6 +203,110 @@ export async function openTestStore(
   });
   await client.ping();
   return { client, store, prefix };
+}
+
+/**
+ * One `redis-server` the tests of a file share, started before them and stopped after them with
+ * everything opened on it through this object.
+ */
+export interface SharedRedis {
+  /** Whether the file's suites are skipped (`redis-server` missing, locally), and why. */
+  readonly requirement: Requirement;
+  /** The file's process group, for the servers a test starts on its own. */
+  readonly group: ProcessGroup;
+  /** The shared server; read it inside tests (it starts in `beforeAll`). */
+  readonly server: RedisServer;
+  /** A client on the server for assertions (INFO, KEYS, TTL, DUMP...). */
+  readonly admin: Redis;
+  /** Close `stores` after the file's tests. */
+  track(...stores: CounterStore[]): void;
+  /** {@link openTestStore} on the shared server; the store is closed after the file's tests. */
+  openStore(
+    tag: string,
+    options?: Partial<Omit<RedisStoreOptions, 'client' | 'keyPrefix'>>,
+  ): Promise<TestRedisStore>;
+  /** A new client on the shared server (`options` added), disconnected after the file's tests. */
+  client(options?: RedisOptions): Redis;
+}
+
+/**
+ * Call once at the top of a test file: a `redis-server` for its tests ({@link requireRedis} with
+ * `suite` decides whether they run), an admin client, and the stores and clients the tests open,
+ * all closed after the file's tests.
+ */
+export function useSharedRedis(suite: string): SharedRedis {
+  const requirement = requireRedis(suite);
+  const group = useProcessGroup();
+  let server: RedisServer | undefined;
+  let admin: Redis | undefined;
+  const stores: CounterStore[] = [];
+  const clients: Redis[] = [];
+
+  beforeAll(async () => {
+    if (requirement.skip) return;
+    server = await startRedis(group);
+    admin = adminClient(server.port);
+  });
+  afterAll(async () => {
+    await Promise.all(stores.splice(0).map((store) => store.close()));
+    for (const client of clients.splice(0)) client.disconnect();
+    admin?.disconnect();
+    await group.stopAll();
+  });
+
+  const started = (): RedisServer => {
+    if (server === undefined) throw new Error(`${suite}: the shared redis-server is not started`);
+    return server;
+  };
+  const shared: SharedRedis = {
+    requirement,
+    group,
+    get server() {
+      return started();
+    },
+    get admin() {
+      started();
+      return admin!;
+    },
+    track(...opened) {
+      stores.push(...opened);
+    },
+    async openStore(tag, options = {}) {
+      const opened = await openTestStore(started().port, tag, options);
+      stores.push(opened.store);
+      return opened;
+    },
+    client(options = {}) {
+      const client = new Redis({ port: started().port, host: '127.0.0.1', ...options });
+      clients.push(client);
+      return client;
+    },
+  };
+  return shared;
+}
+
+/** A store metrics sink that records what a store reports to it. */
+export interface RecordingStoreMetrics extends StoreMetricsSink {
+  /**
+   * Every report, in order: `evicted:<reason>:<count>`, `error:<kind>`, `cache:<count>`,
+   * `fallback:<policy>`.
+   */
+  readonly events: string[];
+  /** The kinds of the `storeError` reports only, in order. */
+  errors(): string[];
+}
+
+/** A new {@link RecordingStoreMetrics}, empty. */
+export function recordingStoreMetrics(): RecordingStoreMetrics {
+  const events: string[] = [];
+  return {
+    events,
+    errors: () => events.filter((e) => e.startsWith('error:')).map((e) => e.slice('error:'.length)),
+    evicted: (reason, count) => void events.push(`evicted:${reason}:${count}`),
+    storeError: (kind) => void events.push(`error:${kind}`),
+    localCacheOverLimit: (count) => void events.push(`cache:${count}`),
+    fallback: (policy) => void events.push(`fallback:${policy}`),
+  };
 }
 
 /** Calls of the apply script (EVALSHA and EVAL) since the last `CONFIG RESETSTAT`. */

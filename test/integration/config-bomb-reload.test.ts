@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
 import { loadSettings } from '../../src/settings.js';
-import { capturingLogger, ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, capturingLogger, ruleDir } from '../helpers/app.js';
 import {
   createEnvoyRlsClient,
   rlsRequest,
@@ -36,11 +36,7 @@ describe('a reload with an alias bomb never stalls serving', () => {
     dir = await ruleDir({ 'live.yaml': RULES });
     const settings = loadSettings(
       {
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DEBUG_PORT: '0',
+        ...LOOPBACK_LISTENERS,
       },
       { config: [dir] },
     );

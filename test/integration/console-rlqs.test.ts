@@ -3,33 +3,18 @@
  * client built on Envoy's own proto; the endpoint lists the bucket with its rule and limit and the
  * stream's last report, demand, computed share, and the share, strategy and TTL last sent.
  */
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 import { startConsoleApp, type ConsoleApp } from '../helpers/console.js';
-import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import { createEnvoyRlqsClient, type EnvoyRlqsClient } from '../helpers/envoy-rls-client.js';
 import { waitFor } from '../helpers/processes.js';
-
-const definition = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
-  keepCase: true,
-  longs: Number,
-  defaults: true,
-  oneofs: true,
-  includeDirs: ENVOY_INCLUDE_DIRS,
-})[RLQS_SERVICE_NAME] as grpc.ServiceDefinition;
-const Client = grpc.makeGenericClientConstructor(definition, 'RateLimitQuotaService');
 
 describe('console /api/rlqs', () => {
   let app: ConsoleApp;
-  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+  let client: EnvoyRlqsClient;
 
   beforeAll(async () => {
     app = await startConsoleApp();
-    client = new Client(
-      `127.0.0.1:${app.grpcPort}`,
-      grpc.credentials.createInsecure(),
-    ) as typeof client;
+    client = createEnvoyRlqsClient(`127.0.0.1:${app.grpcPort}`);
   });
   afterAll(async () => {
     client?.close();
@@ -37,10 +22,7 @@ describe('console /api/rlqs', () => {
   });
 
   it('lists each bucket with its rule and each stream usage, demand, share and assignment', async () => {
-    const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
-    const answers: unknown[] = [];
-    call.on('data', (m: unknown) => answers.push(m));
-    call.on('error', () => {});
+    const { call, answers } = client.openStream();
     call.write({
       domain: 'shop',
       bucket_quota_usages: [

@@ -8,10 +8,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ServiceError } from '@grpc/grpc-js';
 import { createApp, type App } from '../../src/app.js';
 import { loadSettings } from '../../src/settings.js';
-import { capturingLogger, ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, capturingLogger, ruleDir } from '../helpers/app.js';
 import { createEnvoyRlsClient, rlsRequest } from '../helpers/envoy-rls-client.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
-import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { redisBackendEnv, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 
 const requirement = requireRedis('store failure logging');
 
@@ -37,15 +37,9 @@ describe.skipIf(requirement.skip)('store failures are logged per cause, not per 
       });
       const settings = loadSettings(
         {
-          GRPC_HOST: '127.0.0.1',
-          GRPC_PORT: '0',
-          HOST: '127.0.0.1',
-          PORT: '0',
-          DEBUG_PORT: '0',
+          ...LOOPBACK_LISTENERS,
           GRPC_SERVER: server,
-          BACKEND_TYPE: 'redis',
-          REDIS_SOCKET_TYPE: 'tcp',
-          REDIS_URL: redis.address,
+          ...redisBackendEnv(redis.address),
           REDIS_TIMEOUT: '200ms',
           STORE_FAILURE_MODE: 'error',
           CACHE_KEY_PREFIX: `${server}:`,

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
-import { ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, ruleDir } from '../helpers/app.js';
 import { grpcHealthStatus, useProcessGroup, waitFor } from '../helpers/processes.js';
-import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { redisBackendEnv, requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
 
 const redis = requireRedis('/healthcheck with the Redis store');
 
@@ -28,14 +28,8 @@ describe.skipIf(redis.skip)('/healthcheck follows a real Redis store', () => {
     });
     const settings = loadSettings(
       {
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DEBUG_PORT: '0',
-        BACKEND_TYPE: 'redis',
-        REDIS_SOCKET_TYPE: 'tcp',
-        REDIS_URL: server.address,
+        ...LOOPBACK_LISTENERS,
+        ...redisBackendEnv(server.address),
         REDIS_TIMEOUT: '500ms',
         STORE_FAILURE_MODE: 'error',
       },

@@ -11,7 +11,7 @@ import { createApp, type App, type AppAddresses } from '../../src/app.js';
 import { createManualClock } from '../../src/clock.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
-import { ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, ruleDir } from '../helpers/app.js';
 import { waitFor } from '../helpers/processes.js';
 
 /**
@@ -65,12 +65,7 @@ async function start(env: Record<string, string> = {}, clockMs = 1_700_000_000_0
   const clock = createManualClock(clockMs);
   const settings = loadSettings(
     {
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: '0',
+      ...LOOPBACK_LISTENERS,
       ...env,
     },
     { config: [dir] },
@@ -528,10 +523,7 @@ descriptors:
   let base: string;
   beforeAll(async () => {
     const dir = await ruleDir({ 'edge.yaml': rules });
-    const settings = loadSettings(
-      { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', HOST: '127.0.0.1', PORT: '0', DEBUG_PORT: '0' },
-      { config: [dir] },
-    );
+    const settings = loadSettings({ ...LOOPBACK_LISTENERS }, { config: [dir] });
     app = await createApp({ settings, logger: silentLogger(), clock: createManualClock().now });
     base = `http://127.0.0.1:${(await app.start()).httpPort}`;
   });

@@ -12,7 +12,7 @@ import { createApp, type App } from '../../src/app.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import type { RateLimitRequest, RequestDescriptor } from '../../src/model.js';
 import { loadSettings } from '../../src/settings.js';
-import { ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, ruleDir } from '../helpers/app.js';
 
 const RULES = [
   'domain: card',
@@ -66,11 +66,7 @@ describe('metric cardinality is bounded per rule', () => {
     const dir = await ruleDir({ 'card.yaml': RULES });
     const settings = loadSettings(
       {
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        DEBUG_PORT: '0',
+        ...LOOPBACK_LISTENERS,
         METRICS_MAX_SERIES_PER_RULE: String(PER_RULE),
         METRICS_MAX_SERIES: String(TOTAL),
       },

@@ -15,19 +15,8 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ruleDir } from '../helpers/app.js';
-import {
-  createEnvoyRlsClient,
-  rlsRequest,
-  type EnvoyRlsClient,
-} from '../helpers/envoy-rls-client.js';
-import {
-  ensureBuilt,
-  freePort,
-  startSluice,
-  useProcessGroup,
-  waitFor,
-  type SluiceProcess,
-} from '../helpers/processes.js';
+import { rlsRequest } from '../helpers/envoy-rls-client.js';
+import { ensureBuilt, useProcessGroup, waitFor } from '../helpers/processes.js';
 import {
   adminClient,
   requireRedis,
@@ -35,24 +24,18 @@ import {
   startRedis,
   type RedisServer,
 } from '../helpers/redis.js';
+import { startRedisSluice, type RedisSluice } from '../helpers/redis-sluice.js';
 
 const requirement = requireRedis('cached mode integration');
 
-/** A cached-mode process with its HTTP port (health and metrics) and a gRPC client. */
-interface Replica {
-  readonly sluice: SluiceProcess;
-  readonly httpPort: number;
-  readonly client: EnvoyRlsClient;
-}
-
 /** The value of the Prometheus sample `series` (name with labels, exactly as rendered). */
-async function metric(replica: Replica, series: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${replica.httpPort}/metrics`)).text();
+async function metric(replica: RedisSluice, series: string): Promise<number> {
+  const text = await replica.metricsText();
   const line = text.split('\n').find((l) => l.startsWith(series + ' '));
   return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
-async function health(replica: Replica): Promise<number> {
+async function health(replica: RedisSluice): Promise<number> {
   return (await fetch(`http://127.0.0.1:${replica.httpPort}/healthcheck`)).status;
 }
 
@@ -67,32 +50,13 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
   const group = useProcessGroup();
   let redis: RedisServer;
   let admin: Redis;
-  const replicas: Replica[] = [];
 
-  async function startReplica(dir: string, env: Record<string, string>): Promise<Replica> {
-    const httpPort = await freePort();
-    const sluice = await startSluice(group, {
+  function startReplica(dir: string, env: Record<string, string>): Promise<RedisSluice> {
+    return startRedisSluice(group, {
       configDir: dir,
-      grpcPort: await freePort(),
-      env: {
-        BACKEND_TYPE: 'redis',
-        REDIS_SOCKET_TYPE: 'tcp',
-        REDIS_URL: redis.address,
-        REDIS_MODE: 'cached',
-        // One process per replica: the bound counts processes (docs/cached-mode.md).
-        WORKERS: '1',
-        HOST: '127.0.0.1',
-        PORT: String(httpPort),
-        ...env,
-      },
+      redisUrl: redis.address,
+      env: { REDIS_MODE: 'cached', ...env },
     });
-    const replica = {
-      sluice,
-      httpPort,
-      client: createEnvoyRlsClient(`127.0.0.1:${sluice.grpcPort}`),
-    };
-    replicas.push(replica);
-    return replica;
   }
 
   beforeAll(async () => {
@@ -101,7 +65,6 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
     admin = adminClient(redis.port);
   }, 30_000);
   afterAll(() => {
-    for (const replica of replicas) replica.client.close();
     admin.disconnect();
   });
 
@@ -118,7 +81,7 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
       await startReplica(dir, env),
       await startReplica(dir, env),
     ];
-    const okSyncs = (replica: Replica): Promise<number> =>
+    const okSyncs = (replica: RedisSluice): Promise<number> =>
       metric(replica, 'sluice_cached_syncs_total{result="ok"}');
     await admin.config('RESETSTAT');
     const syncsBefore = (await Promise.all(three.map(okSyncs))).reduce((a, b) => a + b, 0);
@@ -172,7 +135,7 @@ describe.skipIf(requirement.skip)('cached mode on one redis-server', () => {
       REDIS_TIMEOUT: '300ms',
       REDIS_SYNC_INTERVAL: '50ms',
     });
-    const call = (replica: Replica): Promise<string> =>
+    const call = (replica: RedisSluice): Promise<string> =>
       replica.client
         .shouldRateLimit(rlsRequest('outage', [{ user: 'u' }]), 5_000)
         .then((r) => r.overall_code)

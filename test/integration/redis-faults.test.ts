@@ -6,23 +6,13 @@
  * answer is a DEADLINE_EXCEEDED result), with the mode's answer; no process may crash or log an
  * unhandled rejection, and answers must be correct again within 2 s of Redis coming back.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceError } from '@grpc/grpc-js';
 import { ruleDir } from '../helpers/app.js';
-import {
-  createEnvoyRlsClient,
-  rlsRequest,
-  type EnvoyRlsClient,
-} from '../helpers/envoy-rls-client.js';
-import {
-  ensureBuilt,
-  freePort,
-  startSluice,
-  useProcessGroup,
-  waitFor,
-  type SluiceProcess,
-} from '../helpers/processes.js';
+import { rlsRequest, type EnvoyRlsClient } from '../helpers/envoy-rls-client.js';
+import { ensureBuilt, freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
 import { requireRedis, startRedis, type RedisServer } from '../helpers/redis.js';
+import { startRedisSluice, type RedisSluice } from '../helpers/redis-sluice.js';
 
 const requirement = requireRedis('redis faults');
 
@@ -100,13 +90,11 @@ describe.skipIf(requirement.skip)('redis faults under traffic', () => {
   const group = useProcessGroup();
   let redis: RedisServer;
   let redisPort: number;
-  const sluices = new Map<Mode, SluiceProcess>();
+  const sluices = new Map<Mode, RedisSluice>();
   const clients = new Map<Mode, EnvoyRlsClient>();
-  const httpPorts = new Map<Mode, number>();
 
-  async function metricsText(mode: Mode): Promise<string> {
-    const response = await fetch(`http://127.0.0.1:${httpPorts.get(mode)!}/metrics`);
-    return response.text();
+  function metricsText(mode: Mode): Promise<string> {
+    return sluices.get(mode)!.metricsText();
   }
 
   beforeAll(async () => {
@@ -118,31 +106,19 @@ describe.skipIf(requirement.skip)('redis faults under traffic', () => {
         'domain: faults\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n',
     });
     for (const mode of MODES) {
-      httpPorts.set(mode, await freePort());
-      const sluice = await startSluice(group, {
+      const sluice = await startRedisSluice(group, {
         configDir: dir,
-        grpcPort: await freePort(),
+        redisUrl: `127.0.0.1:${redisPort}`,
         env: {
-          BACKEND_TYPE: 'redis',
-          REDIS_SOCKET_TYPE: 'tcp',
-          REDIS_URL: `127.0.0.1:${redisPort}`,
           REDIS_TIMEOUT: `${TIMEOUT_MS}ms`,
           STORE_FAILURE_MODE: mode,
           CACHE_KEY_PREFIX: `${mode}:`,
-          // One process, so the store error counts below are one connection's (with workers,
-          // /metrics sums one disconnect per worker).
-          WORKERS: '1',
-          HOST: '127.0.0.1',
-          PORT: String(httpPorts.get(mode)),
         },
       });
       sluices.set(mode, sluice);
-      clients.set(mode, createEnvoyRlsClient(`127.0.0.1:${sluice.grpcPort}`));
+      clients.set(mode, sluice.client);
     }
   }, 60_000);
-  afterAll(() => {
-    for (const client of clients.values()) client.close();
-  });
 
   it('Redis killed during traffic: each mode answers as specified, within the timeout, and recovers within 2 s', async () => {
     // Fill each process's counter for user "full" to its limit while Redis is up.
@@ -220,7 +196,7 @@ describe.skipIf(requirement.skip)('redis faults under traffic', () => {
     for (let k = 0; k < 7; k++) fresh.push((await call(clients.get('error')!, 'after')).result);
     expect(fresh).toEqual(['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
 
-    for (const [mode, sluice] of sluices) {
+    for (const [mode, { sluice }] of sluices) {
       expect(sluice.proc.hasExited(), mode).toBe(false);
       expect(sluice.proc.output(), mode).not.toMatch(/unhandled|uncaught/i);
     }
@@ -270,6 +246,6 @@ describe.skipIf(requirement.skip)('redis faults under traffic', () => {
         intervalMs: 20,
       },
     );
-    expect(sluices.get('error')!.proc.output()).not.toMatch(/unhandled|uncaught/i);
+    expect(sluices.get('error')!.sluice.proc.output()).not.toMatch(/unhandled|uncaught/i);
   });
 });

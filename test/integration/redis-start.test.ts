@@ -7,9 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
-import { capturingLogger, ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, capturingLogger, ruleDir } from '../helpers/app.js';
 import { freePort, grpcHealthStatus, useProcessGroup, waitFor } from '../helpers/processes.js';
-import { requireRedis, startRedis } from '../helpers/redis.js';
+import { redisBackendEnv, requireRedis, startRedis } from '../helpers/redis.js';
 
 const redis = requireRedis('starting with Redis unreachable');
 
@@ -29,14 +29,8 @@ describe.skipIf(redis.skip)('starting with Redis unreachable', () => {
   async function build(redisPort: number, env: Record<string, string>, logger = silentLogger()) {
     const settings = loadSettings(
       {
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DEBUG_PORT: '0',
-        BACKEND_TYPE: 'redis',
-        REDIS_SOCKET_TYPE: 'tcp',
-        REDIS_URL: `127.0.0.1:${redisPort}`,
+        ...LOOPBACK_LISTENERS,
+        ...redisBackendEnv(`127.0.0.1:${redisPort}`),
         ...env,
       },
       { config: [await ruleDir(RULES)] },

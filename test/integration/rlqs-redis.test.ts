@@ -4,13 +4,14 @@
  * other gets the whole limit and the idle one a standby share on top; when it ends, its replica drops out of the exchange
  * and the other gets the whole limit. Conditions are waited for; nothing asserts on time.
  */
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shareFloor } from '../../src/rlqs/shares.js';
-import { RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
-import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import {
+  createEnvoyRlqsClient,
+  type EnvoyRlqsClient,
+  type QuotaStream,
+} from '../helpers/envoy-rls-client.js';
 import { useProcessGroup, waitFor } from '../helpers/processes.js';
 import { requireRedis, startRedis } from '../helpers/redis.js';
 
@@ -26,28 +27,13 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: ${LIMIT} }
 `;
 
-const definition = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-  includeDirs: ENVOY_INCLUDE_DIRS,
-})[RLQS_SERVICE_NAME] as grpc.ServiceDefinition;
-const Client = grpc.makeGenericClientConstructor(definition, 'RateLimitQuotaService');
-
 /** One Envoy's report stream to one replica. */
 class ReportStream {
-  readonly client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
-  readonly call: grpc.ClientDuplexStream<object, unknown>;
+  readonly client: EnvoyRlqsClient;
+  readonly call: QuotaStream['call'];
   constructor(port: number) {
-    this.client = new Client(
-      `127.0.0.1:${port}`,
-      grpc.credentials.createInsecure(),
-    ) as typeof this.client;
-    this.call = this.client.StreamRateLimitQuotas!() as typeof this.call;
-    this.call.on('data', () => {});
-    this.call.on('error', () => {});
+    this.client = createEnvoyRlqsClient(`127.0.0.1:${port}`);
+    this.call = this.client.openStream().call;
   }
   report(allowed: number): void {
     this.call.write({

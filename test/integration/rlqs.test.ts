@@ -5,12 +5,15 @@
  * never reads its answers makes the server stop writing, holding at most one action per bucket.
  */
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reflectionDescriptors } from '../../src/transport/grpc/reflection.js';
 import { METHOD_PATHS, RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
-import { ENVOY_INCLUDE_DIRS } from '../helpers/envoy-rls-client.js';
+import {
+  createEnvoyRlqsClient,
+  loadEnvoyRlqs,
+  type EnvoyRlqsClient,
+} from '../helpers/envoy-rls-client.js';
 import { connectHttp2, grpcFrame, pingHttp2, startRawCall } from '../helpers/grpc-wire.js';
 import { waitFor } from '../helpers/processes.js';
 
@@ -23,17 +26,7 @@ descriptors:
         rate_limit: { unit: minute, requests_per_unit: 600 }
 `;
 
-const pkg = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', {
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-  includeDirs: ENVOY_INCLUDE_DIRS,
-});
-const definition = pkg[RLQS_SERVICE_NAME] as grpc.ServiceDefinition;
-const Client = grpc.makeGenericClientConstructor(definition, 'RateLimitQuotaService');
-const reportsType = definition.StreamRateLimitQuotas!;
+const reportsType = loadEnvoyRlqs().StreamRateLimitQuotas!;
 
 /** A report of `count` buckets {name: n, api_key: k<i>} (Envoy's proto, as Envoy sends it). */
 function report(first: number, count: number, allowed = 1): object {
@@ -48,34 +41,32 @@ function report(first: number, count: number, allowed = 1): object {
   };
 }
 
-describe('RLQS on the gRPC port', () => {
-  let running: RunningApp;
-  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
-
+/**
+ * For one describe block: an app on RULES with `env` and a quota client on its gRPC port, started
+ * before the block's tests and stopped after them.
+ */
+function useRlqsApp(env: Record<string, string>): { running: RunningApp; client: EnvoyRlqsClient } {
+  const setup = {} as { running: RunningApp; client: EnvoyRlqsClient };
   beforeAll(async () => {
-    running = await startApp([await ruleDir({ 'rlqs.yaml': RULES })], {
-      GRPC_REQUEST_TIMEOUT: '1s',
-      RLQS_MAX_BUCKETS_PER_STREAM: '20000',
-    });
-    client = new Client(
-      `127.0.0.1:${running.port}`,
-      grpc.credentials.createInsecure(),
-    ) as typeof client;
+    setup.running = await startApp([await ruleDir({ 'rlqs.yaml': RULES })], env);
+    setup.client = createEnvoyRlqsClient(`127.0.0.1:${setup.running.port}`);
   });
   afterAll(async () => {
-    client?.close();
-    await running?.stop();
+    setup.client?.close();
+    await setup.running?.stop();
   });
+  return setup;
+}
+
+describe('RLQS on the gRPC port', () => {
+  const rlqs = useRlqsApp({ GRPC_REQUEST_TIMEOUT: '1s', RLQS_MAX_BUCKETS_PER_STREAM: '20000' });
 
   it('is listed by server reflection', () => {
     expect(reflectionDescriptors().services).toContain(RLQS_SERVICE_NAME);
   });
 
   it("answers a report with an assignment Envoy's proto decodes, and outlives GRPC_REQUEST_TIMEOUT", async () => {
-    const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, any>;
-    const answers: any[] = [];
-    call.on('data', (message: unknown) => answers.push(message));
-    call.on('error', () => {});
+    const { call, answers } = rlqs.client.openStream<any>();
     call.write(report(0, 1));
     await waitFor('the first assignment', () => answers.length === 1, { timeoutMs: 5_000 });
     const action = answers[0].bucket_action[0];
@@ -91,7 +82,7 @@ describe('RLQS on the gRPC port', () => {
 
     // An unfinished unary call is refused by the GRPC_REQUEST_TIMEOUT sweep; the RLQS stream,
     // open longer, is not: it still answers a report with a new bucket.
-    const session = await connectHttp2(`http://127.0.0.1:${running.port}`, 5_000);
+    const session = await connectHttp2(`http://127.0.0.1:${rlqs.running.port}`, 5_000);
     try {
       const stuck = startRawCall(session, METHOD_PATHS.shouldRateLimit, 10_000);
       await stuck.write(Buffer.from([0, 0, 0, 0, 10]));
@@ -108,15 +99,15 @@ describe('RLQS on the gRPC port', () => {
     await waitFor('the second bucket assigned on the same stream', () => answers.length === 2, {
       timeoutMs: 5_000,
     });
-    expect(running.app.quota.streamCount).toBe(1);
+    expect(rlqs.running.app.quota.streamCount).toBe(1);
     call.end();
-    await waitFor('the stream closed', () => running.app.quota.streamCount === 0, {
+    await waitFor('the stream closed', () => rlqs.running.app.quota.streamCount === 0, {
       timeoutMs: 5_000,
     });
   });
 
   it('a client that never reads: the server stops writing and holds one action per bucket', async () => {
-    const session = await connectHttp2(`http://127.0.0.1:${running.port}`, 5_000);
+    const session = await connectHttp2(`http://127.0.0.1:${rlqs.running.port}`, 5_000);
     try {
       const stream = session.request({
         ':method': 'POST',
@@ -130,8 +121,8 @@ describe('RLQS on the gRPC port', () => {
       const serialize = reportsType.requestSerialize as (value: object) => Buffer;
       // 20 reports of 500 new buckets each: 10000 assignments, far more than a 64 KiB window.
       for (let i = 0; i < 20; i++) stream.write(grpcFrame(serialize(report(i * 500, 500))));
-      const quota = running.app.quota;
-      const reports = (): number => running.app.metrics.rlqs.reports;
+      const quota = rlqs.running.app.quota;
+      const reports = (): number => rlqs.running.app.metrics.rlqs.reports;
       // Either the server stopped reading the client's reports (the lean server pauses a call
       // whose answers are not read; HTTP/2 flow control then holds the client back) or it reads
       // on and holds the answers back (grpc-js). A PING is answered after every frame before it.
@@ -146,47 +137,34 @@ describe('RLQS on the gRPC port', () => {
       await pingHttp2(session, 5_000);
       // What waits is bounded by the stream's buckets, whatever the client sends.
       expect(quota.pendingCount).toBeLessThanOrEqual(quota.bucketCount);
-      const metrics = await (await fetch(`http://127.0.0.1:${running.httpPort}/metrics`)).text();
+      const metrics = await (
+        await fetch(`http://127.0.0.1:${rlqs.running.httpPort}/metrics`)
+      ).text();
       const held = Number(/^sluice_request_buffer_bytes (\d+)/m.exec(metrics)?.[1]);
       expect(held).toBeLessThan(4 * 1024 * 1024);
       stream.close();
     } finally {
       session.destroy();
     }
-    await waitFor('the stream closed', () => running.app.quota.streamCount === 0, {
+    await waitFor('the stream closed', () => rlqs.running.app.quota.streamCount === 0, {
       timeoutMs: 5_000,
     });
-    expect(running.app.quota.bucketCount).toBe(0);
-    expect(running.app.quota.pendingCount).toBe(0);
+    expect(rlqs.running.app.quota.bucketCount).toBe(0);
+    expect(rlqs.running.app.quota.pendingCount).toBe(0);
   });
 });
 
 describe('RLQS bounds on the gRPC port', () => {
-  let running: RunningApp;
-  let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>;
-
-  beforeAll(async () => {
-    running = await startApp([await ruleDir({ 'rlqs.yaml': RULES })], {
-      RLQS_MAX_STREAMS: '1',
-      RLQS_MAX_BUCKETS_PER_STREAM: '5',
-      GRPC_MAX_RECEIVE_MESSAGE_LENGTH: '65536',
-    });
-    client = new Client(
-      `127.0.0.1:${running.port}`,
-      grpc.credentials.createInsecure(),
-    ) as typeof client;
-  });
-  afterAll(async () => {
-    client?.close();
-    await running?.stop();
+  const rlqs = useRlqsApp({
+    RLQS_MAX_STREAMS: '1',
+    RLQS_MAX_BUCKETS_PER_STREAM: '5',
+    GRPC_MAX_RECEIVE_MESSAGE_LENGTH: '65536',
   });
 
   /** Open a stream, write `messages`, and resolve with the status it ends with. */
   function statusOf(...messages: object[]): Promise<grpc.StatusObject> {
-    const call = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
-    call.on('data', () => {});
+    const { call } = rlqs.client.openStream();
     const ended = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
-    call.on('error', () => {});
     for (const message of messages) call.write(message);
     return ended;
   }
@@ -195,7 +173,7 @@ describe('RLQS bounds on the gRPC port', () => {
     const status = await statusOf(report(0, 6));
     expect(status.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(status.details).toContain('RLQS_MAX_BUCKETS_PER_STREAM');
-    expect(running.app.quota.bucketCount).toBe(0);
+    expect(rlqs.running.app.quota.bucketCount).toBe(0);
   });
 
   it('ends a report larger than GRPC_MAX_RECEIVE_MESSAGE_LENGTH with RESOURCE_EXHAUSTED', async () => {
@@ -212,14 +190,11 @@ describe('RLQS bounds on the gRPC port', () => {
     };
     const status = await statusOf(huge);
     expect(status.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(running.app.quota.bucketCount).toBe(0);
+    expect(rlqs.running.app.quota.bucketCount).toBe(0);
   });
 
   it('refuses a second stream past RLQS_MAX_STREAMS; the first keeps working', async () => {
-    const first = client.StreamRateLimitQuotas!() as grpc.ClientDuplexStream<object, unknown>;
-    const answers: unknown[] = [];
-    first.on('data', (m: unknown) => answers.push(m));
-    first.on('error', () => {});
+    const { call: first, answers } = rlqs.client.openStream();
     first.write(report(0, 1));
     await waitFor('the first stream assigned', () => answers.length === 1, { timeoutMs: 5_000 });
     const status = await statusOf(report(1, 1));
@@ -232,7 +207,7 @@ describe('RLQS bounds on the gRPC port', () => {
       timeoutMs: 5_000,
     });
     first.end();
-    await waitFor('closed', () => running.app.quota.streamCount === 0, { timeoutMs: 5_000 });
-    expect(running.app.metrics.rlqs.streamsRefused).toBe(2);
+    await waitFor('closed', () => rlqs.running.app.quota.streamCount === 0, { timeoutMs: 5_000 });
+    expect(rlqs.running.app.metrics.rlqs.streamsRefused).toBe(2);
   });
 });

@@ -11,9 +11,15 @@ import { createApp, type App, type AppAddresses } from '../../src/app.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
 import { createEnvoyRlsClient, rlsRequest } from '../helpers/envoy-rls-client.js';
-import { capturingLogger, ruleDir } from '../helpers/app.js';
-import { REPO_ROOT, freePort, useProcessGroup, waitFor } from '../helpers/processes.js';
-import { startRedis } from '../helpers/redis.js';
+import { LOOPBACK_LISTENERS, capturingLogger, ruleDir } from '../helpers/app.js';
+import {
+  REPO_ROOT,
+  freePort,
+  serverUnderTest,
+  useProcessGroup,
+  waitFor,
+} from '../helpers/processes.js';
+import { redisBackendEnv, startRedis } from '../helpers/redis.js';
 import { parseSamples, requireTelemetryBinary, startStatsdExporter } from '../helpers/telemetry.js';
 
 const MAPPING = path.join(REPO_ROOT, 'test', 'fixtures', 'statsd', 'mapping.yaml');
@@ -83,14 +89,9 @@ async function start(
   const dir = await ruleDir({ 'telemetry.yaml': RULES });
   const settings = loadSettings(
     {
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: '0',
+      ...LOOPBACK_LISTENERS,
       DEFAULT_ALGORITHM: 'fixed_window',
-      ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
+      ...serverUnderTest(),
       ...env,
     },
     { config: [dir] },
@@ -250,9 +251,7 @@ describe.skipIf(exporterNeed.skip)('statsd into a real statsd_exporter', () => {
       const ref = group.spawn('reference', REFERENCE_BIN!, [], {
         env: {
           PATH: process.env['PATH'] ?? '',
-          BACKEND_TYPE: 'redis',
-          REDIS_SOCKET_TYPE: 'tcp',
-          REDIS_URL: redis.address,
+          ...redisBackendEnv(redis.address),
           USE_STATSD: 'true',
           STATSD_HOST: '127.0.0.1',
           STATSD_PORT: String(exporter.statsdPort),

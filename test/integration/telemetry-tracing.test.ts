@@ -12,11 +12,12 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../../src/app.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { loadSettings } from '../../src/settings.js';
-import { ruleDir } from '../helpers/app.js';
+import { LOOPBACK_LISTENERS, ruleDir } from '../helpers/app.js';
 import { loadEnvoyRls, rlsRequest } from '../helpers/envoy-rls-client.js';
 import {
   ensureBuilt,
   freePort,
+  serverUnderTest,
   startSluice,
   useProcessGroup,
   waitFor,
@@ -88,18 +89,13 @@ describe.skipIf(need.skip)('tracing into a real Jaeger', () => {
       protocol === 'http' ? jaeger.otlpHttp : jaeger.otlpGrpc;
     const settings = loadSettings(
       {
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DEBUG_HOST: '127.0.0.1',
-        DEBUG_PORT: '0',
+        ...LOOPBACK_LISTENERS,
         USE_STATSD: 'false',
         TRACING_ENABLED: 'true',
         TRACING_EXPORTER_PROTOCOL: protocol,
         TRACING_SERVICE_NAME: 'sluice-under-test',
         TRACING_SERVICE_INSTANCE_ID: `instance-${protocol}`,
-        ...(process.env.GRPC_SERVER ? { GRPC_SERVER: process.env.GRPC_SERVER } : {}),
+        ...serverUnderTest(),
         ...env,
       },
       { config: [await ruleDir({ 'traced.yaml': RULES })] },

@@ -76,6 +76,13 @@ function setup(limits: Partial<QuotaLimits> = {}) {
   return { clock, counters, service };
 }
 
+/** Two streams open on `service` (`sa`, `sb`), with the sinks they write to (`a`, `b`). */
+function twoStreams(service: QuotaService) {
+  const a = new RecordingSink();
+  const b = new RecordingSink();
+  return { a, b, sa: service.open(a)!, sb: service.open(b)! };
+}
+
 /** A report of one bucket {name: quota, api_key: key} over `elapsedMs`. */
 function report(key: string, allowed: number, denied = 0, elapsedMs = 1_000): UsageReports {
   return {
@@ -165,10 +172,7 @@ describe('assignments', () => {
 
   it('a second stream takes a share: the first is told its smaller share at once', () => {
     const { service, clock } = setup();
-    const a = new RecordingSink();
-    const b = new RecordingSink();
-    const sa = service.open(a)!;
-    const sb = service.open(b)!;
+    const { a, b, sa, sb } = twoStreams(service);
     sa.report(report('free-1', 30));
     clock.advance(1_000);
     sb.report(report('free-1', 30));
@@ -183,10 +187,7 @@ describe('assignments', () => {
 
   it("a stream that ends returns its share: the other's grows back to the whole limit", () => {
     const { service, clock } = setup();
-    const a = new RecordingSink();
-    const b = new RecordingSink();
-    const sa = service.open(a)!;
-    const sb = service.open(b)!;
+    const { a, sa, sb } = twoStreams(service);
     sa.report(report('free-1', 30));
     sb.report(report('free-1', 30));
     clock.advance(1_000);
