@@ -16,6 +16,7 @@ import {
   redisClientPlan,
   type RedisConnectionOptions,
 } from '../../../../src/stores/redis/connect.js';
+import { redisConnectionOptions } from '../../../helpers/redis.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'sluice-connect-options-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,21 +29,7 @@ function file(name: string, text: string): string {
 }
 
 function settings(more: Partial<RedisConnectionOptions>): RedisConnectionOptions {
-  return {
-    url: '127.0.0.1:6379',
-    socketType: 'tcp',
-    type: 'single',
-    auth: '',
-    sentinelAuth: '',
-    tls: false,
-    tlsCaCert: '',
-    tlsClientCert: '',
-    tlsClientKey: '',
-    tlsSkipHostnameVerification: false,
-    poolSize: 10,
-    timeoutMs: 2_000,
-    ...more,
-  };
+  return redisConnectionOptions({ url: '127.0.0.1:6379', ...more });
 }
 
 /** The options of a `Redis` client (single node or Sentinel). */
