@@ -9,12 +9,14 @@
  * - An admitted batch charges every spec with hits, `shadow` ones even when over, `quota` ones
  *   only when they had room ({@link charges}); a rejected one charges nothing.
  *
- * The memory store runs the whole rule through these functions. The Redis store uses them on
- * its client side (the local over-limit cache's cumulative hits, the merge of several script
- * calls); the check and charge themselves must run inside one Lua script to be atomic, so
- * apply-script.ts keeps a server-side copy of this rule in Lua. The store contract tests run
- * both stores through the same batches to keep the two copies in step. A dry run of a batch (the
- * console's "try it") is decided here too: {@link checkBatch}.
+ * The memory store runs the whole rule through these functions, except that its `applyNow`
+ * works out {@link admits} in its own check loop (a call there costs the hot path; see the
+ * comment there) and calls {@link quotaRejects} only for a batch with a quota group. The Redis
+ * store uses them on its client side (the local over-limit cache's cumulative hits, the merge
+ * of several script calls); the check and charge themselves must run inside one Lua script to be
+ * atomic, so apply-script.ts keeps a server-side copy of this rule in Lua. The store contract
+ * tests run both stores through the same batches to keep the copies in step. A dry run of a
+ * batch (the console's "try it") is decided here too: {@link checkBatch}.
  */
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from './counter-store.js';
 

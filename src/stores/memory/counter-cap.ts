@@ -47,7 +47,7 @@ const LIMITING_SCAN_LIMIT = 256;
  */
 export class CappedColumns extends CounterColumns {
   /** Most bytes the counters may hold, as counted (>= 0). */
-  private readonly maxBytes: number;
+  protected readonly maxBytes: number;
 
   /** The idle-reclaim cursor. */
   private cursor: Iterator<[string, number]> | undefined;

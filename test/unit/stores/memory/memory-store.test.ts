@@ -253,3 +253,15 @@ describe('memory store: maxKeys under a flood of new keys', () => {
     expect(lru.reduce((sum, [, count]) => sum + count, 0)).toBe(13 - 4);
   });
 });
+
+describe('memory store: batch grouping', () => {
+  it('a one-spec batch after a batch with a repeated key is checked with its own hits', async () => {
+    // applyNow groups a one-spec batch itself (no BatchKeys.group call); the cumulative hits of
+    // the batch before must not leak into it.
+    const { store } = harness();
+    await store.apply([spec('a', 6, 100), spec('a', 1, 100)]);
+    const { admitted, results } = await store.apply([spec('b', 5, 5)]);
+    expect(admitted).toBe(true);
+    expect(results[0]).toMatchObject({ overLimit: false, remaining: 0 });
+  });
+});
