@@ -24,7 +24,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../counter-store.js';
-import { admits, BatchKeys, charges, quotaRejects } from '../batch.js';
+import { admits, BatchKeys, charges } from '../batch.js';
 import { CappedColumns } from './counter-cap.js';
 import { LIMITING, NONE, RING_NUMBER_BYTES, SHAPE, USED, WIDE } from './counter-columns.js';
 
@@ -283,11 +283,7 @@ class MemoryStore extends CappedColumns implements CounterStore {
 
     this.sweep(now, this.sweepBatch + count);
 
-    // Check every spec before charging any. Admission is the batch rule's `admits()`, worked out
-    // in this loop: as a call it would spend V8's inlining budget for this method (a fixed number
-    // of bytecode bytes), which the algorithm steps below make better use of.
-    let admitted = true;
-    let quotaGroups = false;
+    // Check every spec before charging any.
     for (let i = 0; i < count; i++) {
       const spec = specs[i]!;
       const first = firstOf[i]!;
@@ -317,18 +313,10 @@ class MemoryStore extends CappedColumns implements CounterStore {
         slotOf[i] = NONE;
       }
       states[i] = state;
-      const lacksRoom = !ALGORITHM_STEPS[spec.algorithm].hasRoom(
-        state ?? EMPTY,
-        now,
-        cumHits[i]!,
-        spec,
-      );
-      over[i] = lacksRoom;
-      if (lacksRoom && spec.mode === 'enforced') admitted = false;
-      if (spec.quotaGroup !== undefined) quotaGroups = true;
+      over[i] = !ALGORITHM_STEPS[spec.algorithm].hasRoom(state ?? EMPTY, now, cumHits[i]!, spec);
     }
-    // Stryker disable next-line ConditionalExpression: the first two only save the call (quotaRejects finds no group when quotaGroups is false)
-    if (admitted && quotaGroups && quotaRejects(specs, over)) admitted = false;
+    // The batch rule's one copy (stores/batch.ts), as the Redis store's client side uses it.
+    const admitted = admits(specs, over);
 
     if (admitted) {
       for (let i = 0; i < count; i++) {
