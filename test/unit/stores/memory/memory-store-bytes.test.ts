@@ -233,6 +233,28 @@ describe('memory store: the byte cap', () => {
     expect(store.size()).toBe(1);
   });
 
+  it('sheds down to the cap and no further: a counter that leaves it exactly at the cap stays', async () => {
+    const log = specBuilder({ algorithm: 'sliding_log', windowMs: HOUR, limit: 100 });
+    // 'w' with hits in 16 milliseconds: a ring of 16 pairs (712 bytes), and 'q' (200): 912 held,
+    // under a cap of 968. The 17th millisecond doubles the ring (256 bytes more, 1,168 held):
+    // shedding 'q' leaves exactly 968, at the cap, so 'w' stays.
+    const { clock, store, evicted } = make(968);
+    for (let ms = 0; ms < 9; ms++) {
+      await store.apply([log('w')]);
+      clock.advance(1);
+    }
+    await store.apply([spec('q')]);
+    for (let ms = 9; ms < 16; ms++) {
+      await store.apply([log('w')]);
+      clock.advance(1);
+    }
+    expect(store.size()).toBe(2);
+    await store.apply([log('w')]);
+    expect(evicted.lru).toBe(1);
+    expect(store.size()).toBe(1);
+    expect((await store.apply([log('w', 0)])).results[0]!.remaining).toBe(83);
+  });
+
   it('gives the bytes back when counters go: after expiry and reset, as many keys fit as at first', async () => {
     const { clock, store } = make(262_144);
     const log = specBuilder({ algorithm: 'sliding_log', windowMs: 1_000, limit: 10_000 });
