@@ -6,26 +6,17 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/settings.js';
-
-/** The message loadSettings throws for `env`. */
-function problems(env: NodeJS.ProcessEnv): string {
-  try {
-    loadSettings(env);
-  } catch (error) {
-    return (error as Error).message;
-  }
-  throw new Error(`expected loadSettings to refuse ${JSON.stringify(env)}`);
-}
+import { settingsProblems } from '../helpers/settings.js';
 
 describe('settings of the store that is not chosen', () => {
   it('REDIS_TIMEOUT=banana stops a memory-store start', () => {
-    expect(problems({ REDIS_TIMEOUT: 'banana' })).toBe(
+    expect(settingsProblems({ REDIS_TIMEOUT: 'banana' })).toBe(
       'invalid settings:\n  - REDIS_TIMEOUT="banana": expected a positive duration such as 200ms, 2s or 1m30s',
     );
   });
 
   it('names every bad Redis setting with BACKEND_TYPE=memory, each once', () => {
-    const message = problems({
+    const message = settingsProblems({
       BACKEND_TYPE: 'memory',
       REDIS_URL: 'no-port',
       REDIS_TYPE: 'ring',
@@ -68,7 +59,10 @@ describe('settings of the store that is not chosen', () => {
   });
 
   it('still checks the Redis URL with BACKEND_TYPE=memory, never echoing its password', () => {
-    const message = problems({ BACKEND_TYPE: 'memory', REDIS_URL: 'redis://u:hunter2@a,b' });
+    const message = settingsProblems({
+      BACKEND_TYPE: 'memory',
+      REDIS_URL: 'redis://u:hunter2@a,b',
+    });
     expect(message).toContain('REDIS_URL=');
     expect(message).not.toContain('hunter2');
   });
@@ -76,7 +70,7 @@ describe('settings of the store that is not chosen', () => {
 
 describe('settings of the rule source that is not chosen', () => {
   it('names bad xDS settings under CONFIG_TYPE=FILE, and keeps no xDS options', () => {
-    const message = problems({
+    const message = settingsProblems({
       CONFIG_GRPC_XDS_SERVER_URL: 'not a url',
       XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon',
       CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: 'no-colon',
@@ -92,7 +86,7 @@ describe('settings of the rule source that is not chosen', () => {
 
 describe('settings of the telemetry that is off', () => {
   it('names bad tracing settings while TRACING_ENABLED is false', () => {
-    const message = problems({
+    const message = settingsProblems({
       TRACING_EXPORTER_PROTOCOL: 'zipkin',
       TRACING_SAMPLING_RATE: 'half',
     });
@@ -102,7 +96,7 @@ describe('settings of the telemetry that is off', () => {
   });
 
   it('names a broken DogStatsD mogrifier while statsd is the sink', () => {
-    const message = problems({
+    const message = settingsProblems({
       USE_DOG_STATSD_MOGRIFIERS: 'A',
       DOG_STATSD_MOGRIFIER_A_PATTERN: '(',
       DOG_STATSD_MOGRIFIER_A_NAME: 'x',

@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { SluiceError } from '../../../src/errors.js';
 import { loadSettings } from '../../../src/settings.js';
-
-function problems(env: Record<string, string>): string {
-  try {
-    loadSettings(env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SluiceError);
-    return (err as Error).message;
-  }
-  throw new Error('expected invalid settings');
-}
+import { settingsProblems } from '../../helpers/settings.js';
 
 describe('stats settings', () => {
   it("defaults to the reference's: statsd on, localhost:8125 over TCP, a 10 s flush", () => {
@@ -31,14 +21,14 @@ describe('stats settings', () => {
   });
 
   it('refuses two sinks at once, as the reference, and says what to set', () => {
-    expect(problems({ USE_PROMETHEUS: 'true' })).toContain(
+    expect(settingsProblems({ USE_PROMETHEUS: 'true' })).toContain(
       'USE_STATSD=true (default) and USE_PROMETHEUS=true: only one stats sink can be on',
     );
-    expect(problems({ USE_DOG_STATSD: 'true' })).toContain(
+    expect(settingsProblems({ USE_DOG_STATSD: 'true' })).toContain(
       'USE_DOG_STATSD=true and USE_STATSD=true (default)',
     );
     expect(
-      problems({ USE_DOG_STATSD: 'true', USE_STATSD: 'false', USE_PROMETHEUS: 'true' }),
+      settingsProblems({ USE_DOG_STATSD: 'true', USE_STATSD: 'false', USE_PROMETHEUS: 'true' }),
     ).toContain('USE_DOG_STATSD=true and USE_PROMETHEUS=true');
     // DISABLE_STATS wins over everything, as in the reference.
     expect(loadSettings({ DISABLE_STATS: 'true', USE_PROMETHEUS: 'true' }).stats.sink).toBe('none');
@@ -65,7 +55,7 @@ describe('stats settings', () => {
       flushIntervalMs: 500,
       statsdProtocol: 'udp',
     });
-    const message = problems({
+    const message = settingsProblems({
       EXTRA_TAGS: 'env=prod',
       PROMETHEUS_ADDR: '9090',
       STATS_FLUSH_INTERVAL: '0',
@@ -81,7 +71,7 @@ describe('stats settings', () => {
 
   it('refuses a flush interval under 100ms, which would spin while idle (issue 31)', () => {
     for (const text of ['1ns', '1ms', '99ms']) {
-      expect(problems({ STATS_FLUSH_INTERVAL: text })).toContain(
+      expect(settingsProblems({ STATS_FLUSH_INTERVAL: text })).toContain(
         `STATS_FLUSH_INTERVAL=${JSON.stringify(text)}: expected at least 100ms`,
       );
     }
@@ -105,7 +95,7 @@ describe('stats settings', () => {
       { key: 'domain', value: '$1' },
       { key: 'descriptor', value: '$2' },
     ]);
-    const message = problems({
+    const message = settingsProblems({
       USE_STATSD: 'false',
       USE_DOG_STATSD: 'true',
       USE_DOG_STATSD_MOGRIFIERS: 'A,B,C',
@@ -151,7 +141,7 @@ describe('tracing settings', () => {
   });
 
   it('names a bad protocol or rate', () => {
-    const message = problems({
+    const message = settingsProblems({
       TRACING_ENABLED: 'true',
       TRACING_EXPORTER_PROTOCOL: 'zipkin',
       TRACING_SAMPLING_RATE: 'half',

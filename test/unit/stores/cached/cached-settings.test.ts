@@ -7,16 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { buildSnapshot } from '../../../../src/config/snapshot.js';
 import { ConfigError } from '../../../../src/errors.js';
 import { loadCheckSettings, loadSettings } from '../../../../src/settings.js';
-
-/** The message loadSettings throws for `env`. */
-function problems(env: NodeJS.ProcessEnv): string {
-  try {
-    loadSettings(env);
-  } catch (error) {
-    return (error as Error).message;
-  }
-  throw new Error(`expected loadSettings to refuse ${JSON.stringify(env)}`);
-}
+import { settingsProblems } from '../../../helpers/settings.js';
 
 const REDIS = { BACKEND_TYPE: 'redis', REDIS_URL: 'localhost:6379' };
 
@@ -34,17 +25,17 @@ describe('REDIS_MODE and REDIS_SYNC_INTERVAL', () => {
   });
 
   it('refuse cached mode without the Redis store, saying what to set', () => {
-    expect(problems({ REDIS_MODE: 'cached' })).toBe(
+    expect(settingsProblems({ REDIS_MODE: 'cached' })).toBe(
       'invalid settings:\n  - REDIS_MODE=cached: needs BACKEND_TYPE=redis (cached mode syncs local counters with Redis); set BACKEND_TYPE=redis and REDIS_URL, or remove REDIS_MODE',
     );
   });
 
   it('refuse an unknown mode and an interval out of bounds, whatever the backend', () => {
-    expect(problems({ REDIS_MODE: 'lazy' })).toContain(
+    expect(settingsProblems({ REDIS_MODE: 'lazy' })).toContain(
       'REDIS_MODE="lazy": expected exact or cached',
     );
     for (const interval of ['5ms', '2m', 'soon', '0']) {
-      expect(problems({ ...REDIS, REDIS_SYNC_INTERVAL: interval })).toContain(
+      expect(settingsProblems({ ...REDIS, REDIS_SYNC_INTERVAL: interval })).toContain(
         `REDIS_SYNC_INTERVAL=${JSON.stringify(interval)}: expected a duration from 10ms to 1m`,
       );
     }
@@ -59,7 +50,7 @@ describe('REDIS_MODE and REDIS_SYNC_INTERVAL', () => {
 
   it('refuse a DEFAULT_ALGORITHM cached mode cannot count', () => {
     expect(
-      problems({ ...REDIS, REDIS_MODE: 'cached', DEFAULT_ALGORITHM: 'token_bucket' }),
+      settingsProblems({ ...REDIS, REDIS_MODE: 'cached', DEFAULT_ALGORITHM: 'token_bucket' }),
     ).toContain('DEFAULT_ALGORITHM=token_bucket: REDIS_MODE=cached cannot count it');
   });
 });
