@@ -16,6 +16,7 @@
  * both stores through the same batches to keep the two copies in step. A dry run of a batch (the
  * console's "try it") is decided here too: {@link checkBatch}.
  */
+import { SluiceError } from '../errors.js';
 import type { BatchResult, CounterResult, CounterSpec, CounterStore } from './counter-store.js';
 
 /** Batches longer than this find each spec's first spec with a map, shorter ones with a scan. */
@@ -154,4 +155,19 @@ export async function checkBatch(
       : { overLimit: false, remaining: Math.max(0, remaining - charged[firstOf[i]!]!), resetMs };
   });
   return { admitted, results };
+}
+
+/**
+ * `apply()` of a store that decides synchronously (`applyNow`): its answer as a promise, and
+ * what it throws as a rejected `SluiceError` instead of an exception at the call.
+ */
+export function applyThroughNow(
+  store: Required<Pick<CounterStore, 'applyNow'>>,
+  specs: readonly CounterSpec[],
+): Promise<BatchResult> {
+  try {
+    return Promise.resolve(store.applyNow(specs));
+  } catch (error) {
+    return Promise.reject(SluiceError.from(error));
+  }
 }

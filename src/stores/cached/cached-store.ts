@@ -26,7 +26,7 @@ import type { Clock } from '../../clock.js';
 import { SluiceError } from '../../errors.js';
 import type { Logger } from '../../logging/logger.js';
 import type { StoreMetricsSink } from '../../metrics/metrics.js';
-import { admits, BatchKeys, charges } from '../batch.js';
+import { admits, applyThroughNow, BatchKeys, charges } from '../batch.js';
 import type {
   BatchResult,
   CounterResult,
@@ -152,11 +152,7 @@ class Cached implements CachedStore {
   }
 
   apply(specs: readonly CounterSpec[]): Promise<BatchResult> {
-    try {
-      return Promise.resolve(this.applyNow(specs));
-    } catch (error) {
-      return Promise.reject(SluiceError.from(error));
-    }
+    return applyThroughNow(this, specs);
   }
 
   applyNow(specs: readonly CounterSpec[]): BatchResult {

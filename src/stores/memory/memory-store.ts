@@ -15,7 +15,6 @@ import {
   createCounterState,
   type CounterState,
 } from '../../algorithms/index.js';
-import { SluiceError } from '../../errors.js';
 import { MAX_UINT32 } from '../../model.js';
 import type {
   BatchResult,
@@ -24,7 +23,7 @@ import type {
   CounterSpec,
   CounterStore,
 } from '../counter-store.js';
-import { admits, BatchKeys, charges } from '../batch.js';
+import { admits, applyThroughNow, BatchKeys, charges } from '../batch.js';
 import { CappedColumns } from './counter-cap.js';
 import { LIMITING, NONE, RING_NUMBER_BYTES, SHAPE, USED, WIDE } from './counter-columns.js';
 
@@ -199,11 +198,7 @@ class MemoryStore extends CappedColumns implements CounterStore {
   }
 
   apply(specs: readonly CounterSpec[]): Promise<BatchResult> {
-    try {
-      return Promise.resolve(this.applyNow(specs));
-    } catch (error) {
-      return Promise.reject(SluiceError.from(error));
-    }
+    return applyThroughNow(this, specs);
   }
 
   size(): number {
