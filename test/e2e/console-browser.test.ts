@@ -179,7 +179,16 @@ describe.skipIf(chromium.skip)('console in Chromium (reset off)', () => {
         `getComputedStyle(document.querySelector(${JSON.stringify(selector)})).backgroundColor`,
       );
     expect(await look('#reset-submit')).not.toBe(await look('#try-form button'));
-    await rowButton.click({ force: true });
+    // The page redraws the hot table on every poll: a click that lands while the row is being
+    // replaced finds no button to press, so it is tried again on the redrawn row.
+    await waitFor(
+      'a click on the disabled Reset button of the row',
+      async () => {
+        await rowButton.click({ force: true, timeout: 1_000 });
+        return true;
+      },
+      { timeoutMs: 15_000, intervalMs: 100 },
+    );
     expect(await textOf(page, '#reset-result')).toBe('');
     expect(await sluice.call('shop', { user: 'dave' })).toBe('OVER_LIMIT');
   });
