@@ -2,10 +2,11 @@
  * The operator console (docs/operations-console.md): an application on top of the service,
  * served by the debug listener. A page at `/` (for a browser; `curl /` still lists the
  * endpoints) and the JSON endpoints behind its panels, one module each: `/api/now` (now.ts),
- * `/api/rules` (rules.ts), `/api/hot` (hot.ts), `POST /api/try` (try.ts, the service's dry run)
- * and `POST /api/reset` (reset.ts, off unless `DEBUG_CONSOLE_RESET_ENABLED`). Everything is read
- * from what sluice already keeps (metrics counters, the store, the snapshot); a timer samples the
- * counters, nothing runs per call.
+ * `/api/rules` (rules.ts), `/api/hot` (hot.ts), `POST /api/try` (try.ts, the service's dry run),
+ * `POST /api/reset` (reset.ts, off unless `DEBUG_CONSOLE_RESET_ENABLED`) and `/api/rlqs` (rlqs.ts,
+ * the quota service's buckets and shares). Everything is read from what sluice already keeps
+ * (metrics counters, the store, the snapshot, the quota service); a timer samples the counters,
+ * nothing runs per call.
  */
 import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
