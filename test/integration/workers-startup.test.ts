@@ -38,9 +38,11 @@ describe.skipIf(requirement.skip)('WORKERS=2: one start-up, one drain', () => {
   it('logs the start-up lines once, and drains when the primary speaks before the signal', async () => {
     ensureBuilt();
     const redis = await startRedis(group);
+    const httpPort = await freePort();
     const sluice = await startSluice(group, {
       grpcPort: await freePort(),
       env: {
+        PORT: String(httpPort),
         BACKEND_TYPE: 'redis',
         REDIS_URL: redis.address,
         WORKERS: '2',
@@ -68,6 +70,19 @@ describe.skipIf(requirement.skip)('WORKERS=2: one start-up, one drain', () => {
     } finally {
       admin.disconnect();
     }
+    // Connected is not started: a worker installs its signal handlers once it listens, and one
+    // signalled before that dies of the signal (exit 1). The primary sums the reports of the
+    // workers that said they listen, so two rule loads in /metrics means both do.
+    await waitFor(
+      'both workers listening (two rule loads in /metrics)',
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${httpPort}/metrics`, {
+          signal: AbortSignal.timeout(5_000),
+        });
+        return /^ratelimit_service_config_load_success 2$/m.test(await res.text());
+      },
+      { timeoutMs: 15_000, intervalMs: 200, onTimeout: () => sluice.proc.output() },
+    );
     const workers = childrenOf(primary);
 
     // The primary first (SIGTERM to it alone), then each worker's own copy of the signal.
