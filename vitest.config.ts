@@ -16,6 +16,12 @@ import { defineConfig } from 'vitest/config';
  * Lets a worker thread that the code under test starts (a large rule set's build,
  * src/config/offthread.ts) run the TypeScript sources: test/helpers/ts-worker-hooks.mjs.
  */
+/** The container tier's time scale (test/container/podman.ts, TIME_SCALE, checks the value). */
+const containerTimeScale = Math.max(
+  1,
+  Number(process.env['SLUICE_CONTAINER_TIME_SCALE'] ?? 1) || 1,
+);
+
 const TS_WORKERS = [
   '--import',
   fileURLToPath(new URL('./test/helpers/ts-worker-register.mjs', import.meta.url)),
@@ -126,8 +132,10 @@ export default defineConfig({
               test: {
                 name: 'container',
                 include: ['test/container/**/*.test.ts'],
-                testTimeout: 300_000,
-                hookTimeout: 1_800_000,
+                // SLUICE_CONTAINER_TIME_SCALE stretches the tier's bounds on a slow host
+                // (test/container/podman.ts, TIME_SCALE).
+                testTimeout: 300_000 * containerTimeScale,
+                hookTimeout: 1_800_000 * containerTimeScale,
                 fileParallelism: false,
               },
             },

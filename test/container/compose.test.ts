@@ -30,6 +30,7 @@ import {
   ensureStandInImages,
   podman,
   run,
+  scaled,
   startHealthTicker,
   startPodmanService,
   waitFor,
@@ -116,7 +117,9 @@ function sh(dir: string, command: string, timeoutMs = 60_000): Promise<Run> {
 async function statuses(n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
-    const res = await fetch('http://127.0.0.1:10000/', { signal: AbortSignal.timeout(5_000) });
+    const res = await fetch('http://127.0.0.1:10000/', {
+      signal: AbortSignal.timeout(scaled(5_000)),
+    });
     await res.arrayBuffer();
     out.push(res.status);
   }
@@ -142,6 +145,9 @@ describe.skipIf(requirement.skip)(
     const composeEnv = (): NodeJS.ProcessEnv => ({
       ...PODMAN_ENV,
       DOCKER_HOST: service?.url ?? '',
+      // Build through podman's API, as README.md's podman lines do: by default docker-compose
+      // 1.29 builds by running a `docker` command, which a podman-only host does not have.
+      COMPOSE_DOCKER_CLI_BUILD: '0',
       COMPOSE_PROJECT_NAME: project,
     });
     const compose = async (
@@ -200,7 +206,7 @@ describe.skipIf(requirement.skip)(
       symlinkSync(path.join(REPO_ROOT, 'dist'), path.join(dir, 'dist'));
       service = await startPodmanService(path.join(dir, 'podman.sock'));
       ticker = startHealthTicker(`${project}_`);
-    }, 1_800_000);
+    }, scaled(1_800_000));
 
     afterAll(async () => {
       if (service !== undefined) {
@@ -221,7 +227,7 @@ describe.skipIf(requirement.skip)(
       await ticker?.stop();
       await service?.stop();
       if (dir !== '') rmSync(dir, { recursive: true, force: true });
-    }, 300_000);
+    }, scaled(300_000));
 
     it("docker-compose.yml: up --build, healthy, the README's demo as written, hot reload, fail-open, down", async () => {
       const files = ['docker-compose.yml'];
@@ -275,7 +281,9 @@ describe.skipIf(requirement.skip)(
       expect(edited).not.toBe(text);
       writeFileSync(rules, edited);
       const reloaded = await waitFor(async () => {
-        const res = await fetch('http://127.0.0.1:10000/', { signal: AbortSignal.timeout(5_000) });
+        const res = await fetch('http://127.0.0.1:10000/', {
+          signal: AbortSignal.timeout(scaled(5_000)),
+        });
         await res.arrayBuffer();
         return res.status === 200 && res.headers.get('x-ratelimit-limit') === '50, 50;w=60';
       }, 30_000);

@@ -21,6 +21,7 @@ import {
   hostPort,
   podman,
   podmanOk,
+  scaled,
   waitFor,
 } from './podman.js';
 
@@ -55,7 +56,7 @@ async function json(port: number, key: string, value: string): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${port}/json`, {
     method: 'POST',
     body: JSON.stringify({ domain: 'container', descriptors: [{ entries: [{ key, value }] }] }),
-    signal: AbortSignal.timeout(5_000),
+    signal: AbortSignal.timeout(scaled(5_000)),
   });
   await res.arrayBuffer();
   return res.status;
@@ -64,7 +65,7 @@ async function json(port: number, key: string, value: string): Promise<number> {
 async function get(port: number, urlPath: string): Promise<{ status: number; body: string }> {
   try {
     const res = await fetch(`http://127.0.0.1:${port}${urlPath}`, {
-      signal: AbortSignal.timeout(5_000),
+      signal: AbortSignal.timeout(scaled(5_000)),
     });
     return { status: res.status, body: await res.text() };
   } catch {
@@ -107,13 +108,13 @@ describe.skipIf(requirement.skip)(
       chmodSync(rulesDir, 0o755);
       chmodSync(path.join(rulesDir, 'container.yaml'), 0o644);
       await podmanOk(['network', 'create', network]);
-    }, 1_800_000);
+    }, scaled(1_800_000));
 
     afterAll(async () => {
       if (created.length > 0) await podman(['rm', '--force', '--time', '0', ...created], 120_000);
       await podman(['network', 'rm', '--force', network]);
       if (rulesDir !== '') rmSync(rulesDir, { recursive: true, force: true });
-    }, 180_000);
+    }, scaled(180_000));
 
     it('runs Node 24 as a non-root user, exposes 8080 8081 6070 and checks health on /healthcheck', async () => {
       const [image] = JSON.parse(await podmanOk(['image', 'inspect', SLUICE_TEST_IMAGE])) as [

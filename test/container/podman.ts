@@ -65,6 +65,26 @@ export function assertRequirement(requirement: ContainerRequirement): void {
     throw new Error(`${requirement.reason} (under CI a missing container engine fails)`);
 }
 
+/**
+ * How much longer than usual the tier may take: `SLUICE_CONTAINER_TIME_SCALE` (default 1), for a
+ * slow host such as an emulated virtual machine (docs/testing.md, "A pure cgroup v2 host"). Every
+ * time bound of the tier (commands, polls, requests, the tests' own time-outs) is multiplied by
+ * it; what the tests assert does not change.
+ */
+export const TIME_SCALE = ((): number => {
+  const raw = process.env['SLUICE_CONTAINER_TIME_SCALE'] ?? '';
+  const value = Number(raw);
+  if (raw === '') return 1;
+  if (!Number.isFinite(value) || value < 1)
+    throw new Error(`SLUICE_CONTAINER_TIME_SCALE=${raw}: give a number of at least 1`);
+  return value;
+})();
+
+/** `ms` multiplied by {@link TIME_SCALE}. */
+export function scaled(ms: number): number {
+  return Math.round(ms * TIME_SCALE);
+}
+
 /** The result of one finished command. */
 export interface Run {
   readonly code: number;
@@ -78,11 +98,12 @@ export async function run(
   args: readonly string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
 ): Promise<Run> {
+  const timeoutMs = scaled(options.timeoutMs ?? 60_000);
   try {
     const { stdout, stderr } = await execFileAsync(command, args, {
       cwd: options.cwd ?? REPO_ROOT,
       env: options.env ?? PODMAN_ENV,
-      timeout: options.timeoutMs ?? 60_000,
+      timeout: timeoutMs,
       maxBuffer: 64 * 1024 * 1024,
       killSignal: 'SIGKILL',
     });
@@ -90,7 +111,7 @@ export async function run(
   } catch (err) {
     const e = err as { code?: unknown; stdout?: string; stderr?: string; killed?: boolean };
     const code = typeof e.code === 'number' ? e.code : -1;
-    const killed = e.killed === true ? ` (killed after ${options.timeoutMs ?? 60_000} ms)` : '';
+    const killed = e.killed === true ? ` (killed after ${timeoutMs} ms)` : '';
     return { code, stdout: e.stdout ?? '', stderr: `${e.stderr ?? ''}${killed}` };
   }
 }
@@ -129,13 +150,13 @@ export async function buildSluiceImage(tag = SLUICE_TEST_IMAGE): Promise<void> {
   await podmanOk(['build', '--format', 'docker', '--pull=never', '--tag', tag, REPO_ROOT], 900_000);
 }
 
-/** Poll `check` until it returns true or `timeoutMs` passes; false on time-out. */
+/** Poll `check` until it returns true or `timeoutMs` (scaled) passes; false on time-out. */
 export async function waitFor(
   check: () => Promise<boolean>,
   timeoutMs: number,
   intervalMs = 500,
 ): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   for (;;) {
     if (await check()) return true;
     if (Date.now() >= deadline) return false;
