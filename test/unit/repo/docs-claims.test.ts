@@ -77,4 +77,29 @@ describe('docs agree with the code and with each other', () => {
     }
     expect(flat(readme)).toMatch(/at most 63, and at least 60 minus the seconds since the first/);
   });
+
+  it("README's Kubernetes steps build and push the image the kustomization names before applying", () => {
+    // No registry serves a sluice image (issue 32, item 7): `kubectl apply -k` first would leave
+    // every pod in ImagePullBackOff.
+    const kustomization = read('deploy/kubernetes/base/kustomization.yaml');
+    expect(kustomization).toMatch(/- name: sluice\n\s+newName: sluice\n/);
+    const section = readme.slice(readme.indexOf('## Kubernetes'), readme.indexOf('## Development'));
+    const build = section.indexOf('docker build -t registry.example/sluice');
+    const push = section.indexOf('docker push registry.example/sluice');
+    const setImage = section.indexOf('kustomize edit set image sluice=registry.example/sluice');
+    const apply = section.indexOf('kubectl apply -k');
+    expect(build, 'docker build').toBeGreaterThan(-1);
+    expect([build < push, push < setImage, setImage < apply]).toEqual([true, true, true]);
+  });
+
+  it('docs/envoy-gateway.md says Envoy Gateway must be restarted after its ConfigMap changes', () => {
+    const guide = flat(read('docs/envoy-gateway.md'));
+    expect(guide).toMatch(
+      /reads this configuration only when it starts: after changing the ConfigMap, restart/,
+    );
+    expect(guide).toContain(
+      'kubectl rollout restart deployment/envoy-gateway -n envoy-gateway-system',
+    );
+    expect(guide).toMatch(/With Helm, put the same configuration under `config.envoyGateway`/);
+  });
 });
