@@ -97,7 +97,7 @@ export interface Settings {
   readonly memoryMaxKeys: number;
   /**
    * `MEMORY_MAX_BYTES`: cap on the bytes the memory store's counters hold, key text included
-   * (at least 1 MiB); `undefined` (unset) means half of V8's heap limit.
+   * (at least 1 MiB); `undefined` (unset) means half of V8's old-space limit.
    */
   readonly memoryMaxBytes: number | undefined;
   /**
@@ -336,7 +336,7 @@ export function loadSettings(env: NodeJS.ProcessEnv, flags: SettingFlags = {}): 
     algorithmRefusal:
       backendType === 'redis' && redisOptions.mode === 'cached' ? CACHED_MODE_REFUSAL : undefined,
     memoryMaxKeys: r.int('MEMORY_MAX_KEYS', 1_000_000, 1, 1_000_000_000),
-    // Unset, the store derives it from the heap limit of the process it runs in.
+    // Unset, the store derives it from the old-space limit of the process it runs in.
     memoryMaxBytes:
       r.raw('MEMORY_MAX_BYTES') === undefined
         ? undefined

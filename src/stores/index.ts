@@ -5,12 +5,14 @@
  * (unless `REDIS_WAIT_AT_START` asks to wait up to `REDIS_TIMEOUT` for it); `REDIS_MODE=cached`
  * puts the cached store (stores/cached/) in front of it.
  */
+import { getHeapStatistics } from 'node:v8';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logging/logger.js';
 import type { StoreMetricsSink } from '../metrics/metrics.js';
 import type { CounterStore } from './counter-store.js';
 import { withFailurePolicy, type StoreFailureMode } from './failure-policy.js';
 import { createMemoryStore, defaultMaxBytes } from './memory/memory-store.js';
+import { processOldSpaceLimit } from './memory/old-space.js';
 import { createRedisClient, waitUntilReady, type RedisConnectionOptions } from './redis/connect.js';
 import { createRedisStore } from './redis/redis-store.js';
 import { createCachedStore } from './cached/cached-store.js';
@@ -56,7 +58,7 @@ export interface StoreOptions {
   readonly memoryMaxKeys: number;
   /**
    * `MEMORY_MAX_BYTES`: cap on the bytes the memory store's counters hold, key text included;
-   * `undefined` means half of V8's heap limit (`defaultMaxBytes`).
+   * `undefined` means half of V8's old-space limit (`defaultMaxBytes`).
    */
   readonly memoryMaxBytes: number | undefined;
   /** `STORE_FAILURE_MODE`: what a call answers when the Redis store fails. */
@@ -95,13 +97,15 @@ export async function createStore(
     // Which cap was reached: the key cap when the store holds that many keys, else the byte cap
     // (read when the warning is written, after the call that evicted; `store` is set by then).
     const cap = (): string => (store.size() >= maxKeys ? 'MEMORY_MAX_KEYS' : 'MEMORY_MAX_BYTES');
-    memoryLog.info({ maxKeys, maxBytes }, 'memory store created');
-    // Above half the heap limit the cap no longer leaves the rest of the process, and the
+    const oldSpaceBytes = processOldSpaceLimit();
+    const heapLimitBytes = getHeapStatistics().heap_size_limit;
+    memoryLog.info({ maxKeys, maxBytes, oldSpaceBytes, heapLimitBytes }, 'memory store created');
+    // Above half the old space the cap no longer leaves the rest of the process, and the
     // garbage of a flood, their room: a flood of long keys can exhaust the heap before it.
     if (maxBytes > defaultMaxBytes()) {
       memoryLog.warn(
-        { maxBytes, heapLimit: 2 * defaultMaxBytes() },
-        'MEMORY_MAX_BYTES is over half the heap limit: a flood of long keys can exhaust the heap; lower it or raise --max-old-space-size',
+        { maxBytes, oldSpaceBytes },
+        'MEMORY_MAX_BYTES is over half the old-space limit: a flood of long keys can exhaust the heap; lower it or raise --max-old-space-size',
       );
     }
     const store = createMemoryStore({

@@ -113,7 +113,7 @@ describe('loadSettings', () => {
     ).toBe(10);
   });
 
-  it('reads MEMORY_MAX_BYTES: unset leaves it to the store (half the heap limit), 1 MiB at least', () => {
+  it('reads MEMORY_MAX_BYTES: unset leaves it to the store (half the old space), 1 MiB at least', () => {
     expect(loadSettings({}).memoryMaxBytes).toBeUndefined();
     expect(loadSettings({ MEMORY_MAX_BYTES: '268435456' }).memoryMaxBytes).toBe(268_435_456);
     expect(storeOptions(loadSettings({ MEMORY_MAX_BYTES: '1048576' })).memoryMaxBytes).toBe(

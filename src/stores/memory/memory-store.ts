@@ -7,7 +7,6 @@
  * runs the algorithm's steps (src/algorithms), and writes the state back. The whole
  * check-then-charge runs synchronously, so it is atomic with respect to every other call.
  */
-import { getHeapStatistics } from 'node:v8';
 import type { Clock } from '../../clock.js';
 import {
   ALGORITHM_STEPS,
@@ -25,6 +24,7 @@ import type {
 } from '../counter-store.js';
 import { admits, applyThroughNow, BatchKeys, charges } from '../batch.js';
 import { CappedColumns } from './counter-cap.js';
+import { oldSpaceLimit, processOldSpaceLimit, type HeapFigures } from './old-space.js';
 import { LIMITING, NONE, RING_NUMBER_BYTES, SHAPE, USED, WIDE } from './counter-columns.js';
 
 /** Why counters were dropped: all their hits had expired, or the key cap forced out live ones. */
@@ -34,12 +34,14 @@ export type EvictReason = 'expired' | 'lru';
 export const DEFAULT_MAX_KEYS = 1_000_000;
 
 /**
- * Default of `maxBytes` (the `MEMORY_MAX_BYTES` setting's default): half of V8's heap limit
- * (`heap_size_limit`, which `--max-old-space-size` sets), leaving the other half to the rest of
- * the process (rules, requests in flight, garbage not yet collected).
+ * Default of `maxBytes` (the `MEMORY_MAX_BYTES` setting's default): half of the old-space limit
+ * (`--max-old-space-size`; see `old-space.ts`), leaving the other half of the old space to the
+ * rest of the process (rules, requests in flight, garbage not yet collected). Not half the heap
+ * limit: that includes the young generation, which is 192 MiB on Node 24, and let a full store
+ * fill the old space.
  */
-export function defaultMaxBytes(): number {
-  return Math.floor(getHeapStatistics().heap_size_limit / 2);
+export function defaultMaxBytes(figures?: HeapFigures): number {
+  return Math.floor((figures === undefined ? processOldSpaceLimit() : oldSpaceLimit(figures)) / 2);
 }
 
 /** Default of `sweepBatch`. */

@@ -5,7 +5,6 @@
  * reason when it is missing, failing under CI); test/contract/redis-connect.test.ts covers the
  * Redis store's own behaviour behind the factory.
  */
-import { getHeapStatistics } from 'node:v8';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../../src/clock.js';
 import type { StoreMetricsSink } from '../../../src/metrics/metrics.js';
@@ -15,6 +14,7 @@ import {
   LRU_WARNING_INTERVAL_MS,
   type StoreOptions,
 } from '../../../src/stores/index.js';
+import { processOldSpaceLimit } from '../../../src/stores/memory/old-space.js';
 import { capturingLogger } from '../../helpers/app.js';
 import { freePort, useProcessGroup } from '../../helpers/processes.js';
 import { requireRedis, startRedis, type RedisServer } from '../../helpers/redis.js';
@@ -143,8 +143,8 @@ describe('createStore: the memory store', () => {
     }
   });
 
-  it('warns at start when MEMORY_MAX_BYTES is over half the heap limit, and only then', async () => {
-    const heapLimit = getHeapStatistics().heap_size_limit;
+  it('warns at start when MEMORY_MAX_BYTES is over half the old-space limit, and only then', async () => {
+    const oldSpace = processOldSpaceLimit();
     const warnings = async (maxBytes: number) => {
       const { logger, lines } = capturingLogger();
       const store = await createStore(loadSettings({ MEMORY_MAX_BYTES: String(maxBytes) }), {
@@ -154,14 +154,10 @@ describe('createStore: the memory store', () => {
       await store.close();
       return lines.filter((line) => String(line['msg']).startsWith('MEMORY_MAX_BYTES is over'));
     };
-    expect(await warnings(heapLimit)).toEqual([
-      expect.objectContaining({
-        level: 40,
-        maxBytes: heapLimit,
-        heapLimit: heapLimit - (heapLimit % 2),
-      }),
+    expect(await warnings(oldSpace)).toEqual([
+      expect.objectContaining({ level: 40, maxBytes: oldSpace, oldSpaceBytes: oldSpace }),
     ]);
-    expect(await warnings(Math.floor(heapLimit / 2))).toEqual([]);
+    expect(await warnings(Math.floor(oldSpace / 2))).toEqual([]);
   });
 
   it('is what BACKEND_TYPE=memory gives even with Redis options at hand, and what no Redis options give', async () => {
