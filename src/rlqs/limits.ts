@@ -1,7 +1,11 @@
 /**
  * The quota service's bounds and timings (docs/rlqs.md, "Limits"): what one stream, the process
- * and one report may hold or cost. `src/settings.ts` sets some of them from `RLQS_*`.
+ * and one report may hold or cost, and the check of a report against them. `src/settings.ts`
+ * sets some of them from `RLQS_*`.
  */
+import { bucketKey } from './assignment.js';
+import type { UsageReports } from './model.js';
+import type { QuotaRefusal } from './quota-stream.js';
 import { DEFAULT_RESERVE_FRACTION } from './shares.js';
 
 /** Bounds and timings of the service (docs/rlqs.md, "Limits"). */
@@ -58,3 +62,51 @@ export const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
   rebalanceMs: 1_000,
   rebalanceBudget: 5_000,
 };
+
+/**
+ * A reason to refuse `reports` on a stream that holds the buckets keyed in `held`, while the
+ * process holds `records` stream-bucket records; `undefined` when it is within `limits`.
+ */
+export function checkReport(
+  limits: QuotaLimits,
+  reports: UsageReports,
+  held: ReadonlyMap<string, unknown>,
+  records: number,
+): [QuotaRefusal, string] | undefined {
+  const { maxBucketEntries, maxValueLength, maxBucketsPerStream, maxBuckets } = limits;
+  if (reports.domain === '') return ['invalid', 'RLQS report without a domain'];
+  if (reports.domain.length > maxValueLength) {
+    return ['invalid', `RLQS report domain longer than ${maxValueLength} characters`];
+  }
+  // Buckets new to the stream, each once (a report may name a bucket several times); the set
+  // stops growing at the bound.
+  const fresh = new Set<string>();
+  const room = maxBucketsPerStream - held.size;
+  for (const usage of reports.usages) {
+    const id = usage.bucketId;
+    if (id.length === 0) return ['invalid', 'RLQS report names a bucket with an empty id'];
+    if (id.length > maxBucketEntries) {
+      return ['invalid', `RLQS bucket id with more than ${maxBucketEntries} entries`];
+    }
+    for (const entry of id) {
+      if (entry.key.length > maxValueLength || entry.value.length > maxValueLength) {
+        return ['invalid', `RLQS bucket id key or value longer than ${maxValueLength} characters`];
+      }
+    }
+    const key = bucketKey(reports.domain, id);
+    if (!held.has(key)) fresh.add(key);
+    if (fresh.size > room) {
+      return [
+        'exhausted',
+        `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
+      ];
+    }
+    if (records + fresh.size > maxBuckets) {
+      return [
+        'exhausted',
+        `RLQS streams report ${maxBuckets} buckets in all (RLQS_MAX_BUCKETS); retry later`,
+      ];
+    }
+  }
+  return undefined;
+}

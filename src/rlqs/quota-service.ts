@@ -20,7 +20,6 @@ import {
   QuotaStream,
   type Bucket,
   type Member,
-  type QuotaRefusal,
   type QuotaSink,
   type StreamOwner,
 } from './quota-stream.js';
@@ -34,7 +33,7 @@ import {
   stripUndefined,
 } from './assignment.js';
 import { computeShares, shareFloor } from './shares.js';
-import { DEFAULT_QUOTA_LIMITS, type QuotaLimits } from './limits.js';
+import { DEFAULT_QUOTA_LIMITS, checkReport, type QuotaLimits } from './limits.js';
 
 /** Options of {@link QuotaService}. */
 export interface QuotaServiceOptions {
@@ -181,7 +180,7 @@ export class QuotaService implements StreamOwner {
   start(): void {
     this.sweepTimer ??= setInterval(() => {
       this.sweep();
-      this.settleLater();
+      this.settleLater(this.memberCount);
       void this.exchangeDemand();
     }, 1_000);
     this.sweepTimer.unref();
@@ -204,13 +203,18 @@ export class QuotaService implements StreamOwner {
     return this.deferred.size > 0;
   }
 
-  /** Settle the deferred buckets one budget per turn, so no turn holds the loop for long. */
-  private settleLater(): void {
-    if (this.settling || this.deferred.size === 0) return;
+  /**
+   * Settle the deferred buckets one budget per turn, so no turn holds the loop for long, until
+   * none wait or `left` shares are computed (one pass: reports that defer buckets meanwhile do not
+   * keep it going; the next pass takes them).
+   */
+  private settleLater(left: number): void {
+    if (this.settling || this.deferred.size === 0 || left <= 0) return;
     this.settling = true;
     setImmediate(() => {
       this.settling = false;
-      if (this.settle()) this.settleLater();
+      const before = this.counters.sharesComputed;
+      if (this.settle()) this.settleLater(left - (this.counters.sharesComputed - before));
     });
   }
 
@@ -265,7 +269,7 @@ export class QuotaService implements StreamOwner {
       this.deferred.add(bucket);
     }
     this.settle();
-    this.settleLater();
+    this.settleLater(this.memberCount);
   }
 
   /** Stop the sweep (streams end with their transport). */
@@ -303,7 +307,7 @@ export class QuotaService implements StreamOwner {
 
   /** Handle one report of `stream` (see {@link QuotaStream.report}). */
   report(stream: QuotaStream, reports: UsageReports): void {
-    const problem = this.check(stream, reports);
+    const problem = checkReport(this.limits, reports, stream.members, this.memberCount);
     if (problem !== undefined) {
       this.counters.streamsRefused++;
       stream.sink.end(problem[0], problem[1]);
@@ -345,67 +349,14 @@ export class QuotaService implements StreamOwner {
     }
     // Buckets it joined first: their new streams wait for an answer (the first report is a
     // watch). The others only if their shares are due; the rest wait for the timer's pass.
-    const order = new Set(joined.map((m) => m.bucket));
-    const joinedCount = order.size;
-    for (const bucket of touched) order.add(bucket);
-    let budget = this.limits.rebalanceBudget;
-    let k = 0;
-    for (const bucket of order) {
-      const due = k++ < joinedCount || now - bucket.rebalancedMs >= this.limits.rebalanceMs;
-      if (due && bucket.members.size <= budget) {
-        budget -= bucket.members.size;
-        this.rebalance(bucket, now);
-      } else {
-        this.deferred.add(bucket);
-      }
-    }
+    const fresh = new Set(joined.map((m) => m.bucket));
+    const { rebalanceMs } = this.limits;
+    this.rebalanceWithin(new Set([...fresh, ...touched]), now, (bucket) => {
+      return fresh.has(bucket) || now - bucket.rebalancedMs >= rebalanceMs;
+    });
     // A stream new to a bucket put off gets a standby share until the pass computes its own.
     for (const member of joined) if (member.sent === undefined) this.standby(member, now);
     this.flushAll();
-    this.settleLater();
-  }
-
-  /** A reason to refuse `reports`, or `undefined`. */
-  private check(stream: QuotaStream, reports: UsageReports): [QuotaRefusal, string] | undefined {
-    const { maxBucketEntries, maxValueLength, maxBucketsPerStream } = this.limits;
-    if (reports.domain === '') return ['invalid', 'RLQS report without a domain'];
-    if (reports.domain.length > maxValueLength) {
-      return ['invalid', `RLQS report domain longer than ${maxValueLength} characters`];
-    }
-    // Buckets new to the stream, each once (a report may name a bucket several times); the set
-    // stops growing at the bound.
-    const fresh = new Set<string>();
-    const room = maxBucketsPerStream - stream.members.size;
-    for (const usage of reports.usages) {
-      const id = usage.bucketId;
-      if (id.length === 0) return ['invalid', 'RLQS report names a bucket with an empty id'];
-      if (id.length > maxBucketEntries) {
-        return ['invalid', `RLQS bucket id with more than ${maxBucketEntries} entries`];
-      }
-      for (const entry of id) {
-        if (entry.key.length > maxValueLength || entry.value.length > maxValueLength) {
-          return [
-            'invalid',
-            `RLQS bucket id key or value longer than ${maxValueLength} characters`,
-          ];
-        }
-      }
-      const key = bucketKey(reports.domain, id);
-      if (!stream.members.has(key)) fresh.add(key);
-      if (fresh.size > room) {
-        return [
-          'exhausted',
-          `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
-        ];
-      }
-      if (this.memberCount + fresh.size > this.limits.maxBuckets) {
-        return [
-          'exhausted',
-          `RLQS streams report ${this.limits.maxBuckets} buckets in all (RLQS_MAX_BUCKETS); retry later`,
-        ];
-      }
-    }
-    return undefined;
   }
 
   /** `stream` reports bucket `key` for the first time. */
@@ -476,19 +427,30 @@ export class QuotaService implements StreamOwner {
     }
     stream.pending.clear();
     // Its shares return at once, up to one budget; the rest with the timer's pass.
-    const now = this.clock();
+    this.rebalanceWithin(touched, this.clock(), () => true);
+    this.flushAll();
+  }
+
+  /**
+   * Rebalance each of `buckets` that is `due`, in order, while `rebalanceBudget` shares last;
+   * defer the others to the timer's pass. Buckets without streams are skipped.
+   */
+  private rebalanceWithin(
+    buckets: Iterable<Bucket>,
+    now: number,
+    due: (bucket: Bucket) => boolean,
+  ): void {
     let budget = this.limits.rebalanceBudget;
-    for (const bucket of touched) {
-      if (bucket.members.size === 0) continue;
-      if (bucket.members.size <= budget) {
-        budget -= bucket.members.size;
+    for (const bucket of buckets) {
+      const size = bucket.members.size;
+      if (size === 0) continue;
+      if (size <= budget && due(bucket)) {
+        budget -= size;
         this.rebalance(bucket, now);
       } else {
         this.deferred.add(bucket);
       }
     }
-    this.flushAll();
-    this.settleLater();
   }
 
   /** Recompute `bucket`'s shares; queue an action for each stream that must be told. */

@@ -4,7 +4,7 @@
  * not on every report, refreshed before their TTL, a closed stream's share returns, buckets no
  * longer reported are abandoned, and every bound ends the stream with the right reason.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../../src/clock.js';
 import { buildSnapshot } from '../../../src/config/snapshot.js';
 import { silentLogger } from '../../../src/logging/logger.js';
@@ -408,7 +408,7 @@ describe('the CPU one report costs', () => {
     return { ...env, sinks, open, usages };
   }
 
-  it('a flood of reports on shared buckets computes each share at most once per rebalanceMs', () => {
+  it('a flood of reports on shared buckets computes each share at most once per rebalanceMs', async () => {
     // 40 streams on the same 50 buckets: one report touches 2000 stream-bucket records.
     const { service, clock, counters, open, usages } = shared(40, 50, {
       rebalanceBudget: 500,
@@ -419,6 +419,8 @@ describe('the CPU one report costs', () => {
     for (let i = 0; i < 200; i++) {
       const start = counters.sharesComputed;
       open[0]!.report({ domain: 'rlqs', usages: usages(i % 2 === 0 ? 1 : 1_000) });
+      // A turn of the event loop between reports: nothing scheduled may recompute them.
+      await new Promise((resolve) => setImmediate(resolve));
       most = Math.max(most, counters.sharesComputed - start);
       clock.advance(1);
     }
@@ -433,6 +435,29 @@ describe('the CPU one report costs', () => {
     for (const bucket of service.describe()) {
       const demands = bucket.shares.map((s) => s.demand);
       expect(bucket.shares.map((s) => s.share)).toEqual(computeShares(100, demands));
+    }
+  });
+
+  it("the timer's pass computes each deferred share once a second, however many reports", () => {
+    vi.useFakeTimers();
+    try {
+      const { service, clock, counters, open, usages } = shared(40, 50, {
+        rebalanceBudget: 500,
+      });
+      service.start();
+      const before = counters.sharesComputed;
+      // 2 s of reports 1 ms apart, the timers (sweep and pass) running as they would.
+      for (let i = 0; i < 2_000; i++) {
+        open[i % 40]!.report({ domain: 'rlqs', usages: usages(i % 2 === 0 ? 1 : 1_000) });
+        clock.advance(1);
+        vi.advanceTimersByTime(1);
+      }
+      service.stop();
+      // 2000 records: per second at most one computation each on reports and one in the pass
+      // (plus a budget); recomputing on every report would be 2000 x 2000.
+      expect(counters.sharesComputed - before).toBeLessThanOrEqual(2 * (2_000 + 2_000 + 500));
+    } finally {
+      vi.useRealTimers();
     }
   });
 
