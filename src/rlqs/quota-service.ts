@@ -260,7 +260,10 @@ export class QuotaService implements StreamOwner {
     }
   }
 
-  /** Take in the peers' view; rebalance each bucket whose peers changed (one budget now, the rest in later turns). */
+  /**
+   * Take in the peers' view; rebalance each bucket whose peers changed (one budget now, the rest
+   * in the following turns).
+   */
   private applyPeers(view: ReadonlyMap<string, readonly PeerDemand[]>): void {
     for (const bucket of this.buckets.values()) {
       const next = view.get(bucket.key) ?? [];
