@@ -160,6 +160,7 @@ export const EXPORTED_METRIC_NAMES: readonly string[] = [
   'sluice_rlqs_assignments_total',
   'sluice_rlqs_abandons_total',
   'sluice_rlqs_streams_refused_total',
+  'sluice_rlqs_shares_computed_total',
 ];
 
 /** Create the metrics (one registry per instance, so tests can run several apps). */

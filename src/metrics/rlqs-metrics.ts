@@ -24,6 +24,8 @@ export interface RlqsCounters {
   abandons: number;
   /** Streams ended by a limit (too many streams or buckets, a bad report, idle). */
   streamsRefused: number;
+  /** Shares computed (one per stream per bucket rebalanced): the RLQS's main CPU cost. */
+  sharesComputed: number;
 }
 
 /** Fresh counters, all zero. */
@@ -37,6 +39,7 @@ export function newRlqsCounters(): RlqsCounters {
     assignments: 0,
     abandons: 0,
     streamsRefused: 0,
+    sharesComputed: 0,
   };
 }
 
@@ -88,6 +91,12 @@ export function registerRlqsMetrics(registry: Registry, counters: RlqsCounters):
     'RLQS streams ended by a limit: too many streams or buckets, an invalid report, no report in time',
     () => counters.streamsRefused,
   );
+  plainCounter(
+    registry,
+    'sluice_rlqs_shares_computed_total',
+    'RLQS shares computed (one per stream per bucket rebalanced): the work reports cost',
+    () => counters.sharesComputed,
+  );
 }
 
 /** The statsd names of the RLQS counters, with how each is read (counters only). */
@@ -98,4 +107,5 @@ export const RLQS_STATSD: readonly (readonly [string, (c: RlqsCounters) => numbe
   ['sluice.rlqs.assignments', (c) => c.assignments],
   ['sluice.rlqs.abandons', (c) => c.abandons],
   ['sluice.rlqs.streams_refused', (c) => c.streamsRefused],
+  ['sluice.rlqs.shares_computed', (c) => c.sharesComputed],
 ];

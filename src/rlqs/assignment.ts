@@ -118,3 +118,38 @@ export function stripUndefined<T extends object>(partial: Partial<T>): Partial<T
     Object.entries(partial).filter(([, v]) => v !== undefined),
   ) as Partial<T>;
 }
+
+/** What {@link mustSend} reads of a stream's record of one bucket: what it was last sent. */
+export interface SentRecord {
+  /** The strategy last sent; `undefined` before the first. */
+  readonly sent: QuotaStrategy | undefined;
+  /** The share it carried. */
+  readonly sentShare: number;
+  /** When it was sent, ms. */
+  readonly sentAtMs: number;
+}
+
+/**
+ * Whether `member` must be sent `strategy` now: nothing sent yet (the first report is a
+ * watch), a different kind of strategy, a smaller share (at once, so the shares sent never sum
+ * past the limit), a share grown by a tenth or more (smaller rises wait: each new token bucket
+ * starts full in Envoy, so every change costs up to one share of overshoot), or half the TTL
+ * gone (a refresh).
+ */
+export function mustSend(
+  member: SentRecord,
+  strategy: QuotaStrategy,
+  share: number,
+  ttlMs: number,
+  now: number,
+): boolean {
+  const sent = member.sent;
+  if (sent === undefined || sent.kind !== strategy.kind) return true;
+  if (now - member.sentAtMs >= ttlMs / 2) return true;
+  if (strategy.kind !== 'token_bucket' || sent.kind !== 'token_bucket') return false;
+  if (share < member.sentShare) return true;
+  // The same share of a changed rule (a reload: another burst or window) goes out at once.
+  if (sent.fillIntervalMs !== strategy.fillIntervalMs) return true;
+  if (sent.maxTokens !== strategy.maxTokens && share === member.sentShare) return true;
+  return share - member.sentShare >= Math.max(1, Math.ceil(member.sentShare / 10));
+}

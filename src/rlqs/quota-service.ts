@@ -5,7 +5,9 @@
  * to a stream when its share changes, when a bucket is new to it (the first report is a watch),
  * and before the last one expires. Everything one stream holds is bounded (buckets, pending
  * actions); a stream whose client does not read gets no more writes, only its latest action per
- * bucket is kept until it drains.
+ * bucket is kept until it drains. So is the CPU one report costs: a bucket's shares are
+ * recomputed at most once per `rebalanceMs` (or when a stream joins or leaves it), and one report
+ * recomputes at most `rebalanceBudget` shares; the rest wait for the timer's pass.
  */
 import type { Clock } from '../clock.js';
 import type { ConfigSnapshot } from '../config/types.js';
@@ -18,60 +20,20 @@ import {
   QuotaStream,
   type Bucket,
   type Member,
-  type QuotaRefusal,
   type QuotaSink,
   type StreamOwner,
 } from './quota-stream.js';
 import {
   bucketKey,
   demandOf,
+  mustSend,
   replicaBudget,
   samePeers,
   strategyOf,
   stripUndefined,
 } from './assignment.js';
-import { DEFAULT_RESERVE_FRACTION, computeShares } from './shares.js';
-
-/** Bounds and timings of the service (docs/rlqs.md, "Limits"). */
-export interface QuotaLimits {
-  /** Report streams open at once; one more is refused RESOURCE_EXHAUSTED. */
-  readonly maxStreams: number;
-  /** Distinct buckets one stream may report; a report past it ends the stream. */
-  readonly maxBucketsPerStream: number;
-  /**
-   * Stream-bucket records of the whole process (about 1.3 KB each, docs/rlqs.md); a report that
-   * would pass it ends its stream.
-   */
-  readonly maxBuckets: number;
-  /** Entries in one bucket id. */
-  readonly maxBucketEntries: number;
-  /** Characters in one bucket id key or value, and in the domain. */
-  readonly maxValueLength: number;
-  /** Reports a stream's demand is averaged over, per bucket. */
-  readonly reportsKept: number;
-  /** Shortest assignment time to live, ms (the TTL is 4 report intervals, at least this). */
-  readonly minTtlMs: number;
-  /** Longest assignment time to live, ms. */
-  readonly maxTtlMs: number;
-  /** A stream that sends no report for this long is ended (DEADLINE_EXCEEDED); 0: never. */
-  readonly idleStreamMs: number;
-  /** Part of each limit set aside as the instances' floors (./shares.ts). */
-  readonly reserveFraction: number;
-}
-
-/** The defaults of {@link QuotaLimits}. */
-const DEFAULT_QUOTA_LIMITS: QuotaLimits = {
-  maxStreams: 1_000,
-  maxBucketsPerStream: 1_000,
-  maxBuckets: 100_000,
-  maxBucketEntries: 16,
-  maxValueLength: 1_024,
-  reportsKept: 3,
-  minTtlMs: 10_000,
-  maxTtlMs: 300_000,
-  idleStreamMs: 600_000,
-  reserveFraction: DEFAULT_RESERVE_FRACTION,
-};
+import { computeShares, shareFloor } from './shares.js';
+import { DEFAULT_QUOTA_LIMITS, checkReport, type QuotaLimits } from './limits.js';
 
 /** Options of {@link QuotaService}. */
 export interface QuotaServiceOptions {
@@ -118,6 +80,10 @@ export class QuotaService implements StreamOwner {
   private exchangedMs = 0;
   /** The exchange is failing (logged once per change). */
   private exchangeFailing = false;
+  /** Buckets whose shares wait for the timer's pass (in the order they were put off). */
+  private readonly deferred = new Set<Bucket>();
+  /** A pass over {@link deferred} is scheduled for the next turn. */
+  private settling = false;
 
   constructor(options: QuotaServiceOptions) {
     this.snapshot = options.snapshot;
@@ -214,9 +180,42 @@ export class QuotaService implements StreamOwner {
   start(): void {
     this.sweepTimer ??= setInterval(() => {
       this.sweep();
+      this.settleLater(this.memberCount);
       void this.exchangeDemand();
     }, 1_000);
     this.sweepTimer.unref();
+  }
+
+  /**
+   * Recompute the shares of deferred buckets, oldest first, up to `rebalanceBudget` shares (at
+   * least one bucket), and write what that queued. Returns whether buckets still wait. The
+   * timer's pass calls it once per turn until none do; tests call it directly.
+   */
+  settle(): boolean {
+    const now = this.clock();
+    let budget = this.limits.rebalanceBudget;
+    for (const bucket of this.deferred) {
+      if (bucket.members.size > budget && budget < this.limits.rebalanceBudget) break;
+      budget -= bucket.members.size;
+      this.rebalance(bucket, now);
+    }
+    this.flushAll();
+    return this.deferred.size > 0;
+  }
+
+  /**
+   * Settle the deferred buckets one budget per turn, so no turn holds the loop for long, until
+   * none wait or `left` shares are computed (one pass: reports that defer buckets meanwhile do not
+   * keep it going; the next pass takes them).
+   */
+  private settleLater(left: number): void {
+    if (this.settling || this.deferred.size === 0 || left <= 0) return;
+    this.settling = true;
+    setImmediate(() => {
+      this.settling = false;
+      const before = this.counters.sharesComputed;
+      if (this.settle()) this.settleLater(left - (this.counters.sharesComputed - before));
+    });
   }
 
   /**
@@ -261,16 +260,19 @@ export class QuotaService implements StreamOwner {
     }
   }
 
-  /** Take in the peers' view; rebalance each bucket whose peers changed. */
+  /**
+   * Take in the peers' view; rebalance each bucket whose peers changed (one budget now, the rest
+   * in the following turns).
+   */
   private applyPeers(view: ReadonlyMap<string, readonly PeerDemand[]>): void {
-    const now = this.clock();
     for (const bucket of this.buckets.values()) {
       const next = view.get(bucket.key) ?? [];
       if (samePeers(bucket.peers, next)) continue;
       bucket.peers = next.slice(0, MAX_PEERS);
-      this.rebalance(bucket, now);
+      this.deferred.add(bucket);
     }
-    this.flushAll();
+    this.settle();
+    this.settleLater(this.memberCount);
   }
 
   /** Stop the sweep (streams end with their transport). */
@@ -302,13 +304,13 @@ export class QuotaService implements StreamOwner {
         stream.queue(member.bucket.key, { kind: 'abandon', bucketId: member.bucket.id });
       }
     }
-    for (const bucket of touched) this.rebalance(bucket, now);
-    this.flushAll();
+    for (const bucket of touched) if (bucket.members.size > 0) this.deferred.add(bucket);
+    this.settle();
   }
 
   /** Handle one report of `stream` (see {@link QuotaStream.report}). */
   report(stream: QuotaStream, reports: UsageReports): void {
-    const problem = this.check(stream, reports);
+    const problem = checkReport(this.limits, reports, stream.members, this.memberCount);
     if (problem !== undefined) {
       this.counters.streamsRefused++;
       stream.sink.end(problem[0], problem[1]);
@@ -320,11 +322,13 @@ export class QuotaService implements StreamOwner {
     this.counters.reports++;
     const snapshot = this.snapshot();
     const touched = new Set<Bucket>();
+    const joined: Member[] = [];
     for (const usage of reports.usages) {
       const key = bucketKey(reports.domain, usage.bucketId);
       let member = stream.members.get(key);
       if (member === undefined) {
         member = this.join(stream, key, reports.domain, usage.bucketId, now);
+        joined.push(member);
       }
       const bucket = member.bucket;
       if (bucket.snapshot !== snapshot) {
@@ -346,51 +350,16 @@ export class QuotaService implements StreamOwner {
       member.lastReportMs = now;
       touched.add(bucket);
     }
-    for (const bucket of touched) this.rebalance(bucket, now);
+    // Buckets it joined first: their new streams wait for an answer (the first report is a
+    // watch). The others only if their shares are due; the rest wait for the timer's pass.
+    const fresh = new Set(joined.map((m) => m.bucket));
+    const { rebalanceMs } = this.limits;
+    this.rebalanceWithin(new Set([...fresh, ...touched]), now, (bucket) => {
+      return fresh.has(bucket) || now - bucket.rebalancedMs >= rebalanceMs;
+    });
+    // A stream new to a bucket put off gets a standby share until the pass computes its own.
+    for (const member of joined) if (member.sent === undefined) this.standby(member, now);
     this.flushAll();
-  }
-
-  /** A reason to refuse `reports`, or `undefined`. */
-  private check(stream: QuotaStream, reports: UsageReports): [QuotaRefusal, string] | undefined {
-    const { maxBucketEntries, maxValueLength, maxBucketsPerStream } = this.limits;
-    if (reports.domain === '') return ['invalid', 'RLQS report without a domain'];
-    if (reports.domain.length > maxValueLength) {
-      return ['invalid', `RLQS report domain longer than ${maxValueLength} characters`];
-    }
-    // Buckets new to the stream, each once (a report may name a bucket several times); the set
-    // stops growing at the bound.
-    const fresh = new Set<string>();
-    const room = maxBucketsPerStream - stream.members.size;
-    for (const usage of reports.usages) {
-      const id = usage.bucketId;
-      if (id.length === 0) return ['invalid', 'RLQS report names a bucket with an empty id'];
-      if (id.length > maxBucketEntries) {
-        return ['invalid', `RLQS bucket id with more than ${maxBucketEntries} entries`];
-      }
-      for (const entry of id) {
-        if (entry.key.length > maxValueLength || entry.value.length > maxValueLength) {
-          return [
-            'invalid',
-            `RLQS bucket id key or value longer than ${maxValueLength} characters`,
-          ];
-        }
-      }
-      const key = bucketKey(reports.domain, id);
-      if (!stream.members.has(key)) fresh.add(key);
-      if (fresh.size > room) {
-        return [
-          'exhausted',
-          `RLQS stream reports more than ${maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`,
-        ];
-      }
-      if (this.memberCount + fresh.size > this.limits.maxBuckets) {
-        return [
-          'exhausted',
-          `RLQS streams report ${this.limits.maxBuckets} buckets in all (RLQS_MAX_BUCKETS); retry later`,
-        ];
-      }
-    }
-    return undefined;
   }
 
   /** `stream` reports bucket `key` for the first time. */
@@ -412,6 +381,7 @@ export class QuotaService implements StreamOwner {
         snapshot,
         members: new Map(),
         peers: [],
+        rebalancedMs: Number.NEGATIVE_INFINITY,
       };
       this.buckets.set(key, bucket);
     }
@@ -443,7 +413,10 @@ export class QuotaService implements StreamOwner {
     member.stream.members.delete(bucket.key);
     this.memberCount--;
     this.counters.buckets = this.memberCount;
-    if (bucket.members.size === 0) this.buckets.delete(bucket.key);
+    if (bucket.members.size === 0) {
+      this.buckets.delete(bucket.key);
+      this.deferred.delete(bucket);
+    }
   }
 
   /** The stream ended (by either side): its buckets' shares return to the other streams. */
@@ -456,15 +429,40 @@ export class QuotaService implements StreamOwner {
       touched.push(member.bucket);
     }
     stream.pending.clear();
-    const now = this.clock();
-    for (const bucket of touched) if (bucket.members.size > 0) this.rebalance(bucket, now);
+    // Its shares return at once, up to one budget; the rest with the timer's pass.
+    this.rebalanceWithin(touched, this.clock(), () => true);
     this.flushAll();
+  }
+
+  /**
+   * Rebalance each of `buckets` that is `due`, in order, while `rebalanceBudget` shares last;
+   * defer the others to the timer's pass. Buckets without streams are skipped.
+   */
+  private rebalanceWithin(
+    buckets: Iterable<Bucket>,
+    now: number,
+    due: (bucket: Bucket) => boolean,
+  ): void {
+    let budget = this.limits.rebalanceBudget;
+    for (const bucket of buckets) {
+      const size = bucket.members.size;
+      if (size === 0) continue;
+      if (size <= budget && due(bucket)) {
+        budget -= size;
+        this.rebalance(bucket, now);
+      } else {
+        this.deferred.add(bucket);
+      }
+    }
   }
 
   /** Recompute `bucket`'s shares; queue an action for each stream that must be told. */
   private rebalance(bucket: Bucket, now: number): void {
+    this.deferred.delete(bucket);
     const members = [...bucket.members.values()];
     if (members.length === 0) return;
+    bucket.rebalancedMs = now;
+    this.counters.sharesComputed += members.length;
     const rule = bucket.rule;
     const shares =
       rule.kind === 'limit'
@@ -480,42 +478,44 @@ export class QuotaService implements StreamOwner {
       member.share = share;
       const strategy = strategyOf(rule, share);
       const ttlMs = this.ttlOf(member);
-      if (!this.mustSend(member, strategy, share, ttlMs, now)) continue;
-      member.sent = strategy;
-      member.sentShare = share;
-      member.sentAtMs = now;
-      member.stream.queue(bucket.key, {
-        kind: 'assign',
-        bucketId: bucket.id,
-        ttlMs,
-        strategy,
-      });
+      if (!mustSend(member, strategy, share, ttlMs, now)) continue;
+      this.send(member, strategy, share, ttlMs, now);
     }
   }
 
   /**
-   * Whether `member` must be sent `strategy` now: nothing sent yet (the first report is a
-   * watch), a different kind of strategy, a smaller share (at once, so the shares sent never sum
-   * past the limit), a share grown by a tenth or more (smaller rises wait: each new token bucket
-   * starts full in Envoy, so every change costs up to one share of overshoot), or half the TTL
-   * gone (a refresh).
+   * Give `member`, new to a bucket whose shares were put off, the standby share of an idle
+   * instance (docs/rlqs.md, "Fairness") until the pass computes its own: the others keep theirs,
+   * so the shares sent stay within the bound for idle instances.
    */
-  private mustSend(
+  private standby(member: Member, now: number): void {
+    const bucket = member.bucket;
+    const rule = bucket.rule;
+    const share =
+      rule.kind === 'limit'
+        ? shareFloor(rule.limit, bucket.members.size, this.limits.reserveFraction)
+        : 0;
+    member.share = share;
+    this.send(member, strategyOf(rule, share), share, this.ttlOf(member), now);
+  }
+
+  /** Queue `strategy` for `member`'s stream and remember it as sent. */
+  private send(
     member: Member,
     strategy: QuotaStrategy,
     share: number,
     ttlMs: number,
     now: number,
-  ): boolean {
-    const sent = member.sent;
-    if (sent === undefined || sent.kind !== strategy.kind) return true;
-    if (now - member.sentAtMs >= ttlMs / 2) return true;
-    if (strategy.kind !== 'token_bucket' || sent.kind !== 'token_bucket') return false;
-    if (share < member.sentShare) return true;
-    // The same share of a changed rule (a reload: another burst or window) goes out at once.
-    if (sent.fillIntervalMs !== strategy.fillIntervalMs) return true;
-    if (sent.maxTokens !== strategy.maxTokens && share === member.sentShare) return true;
-    return share - member.sentShare >= Math.max(1, Math.ceil(member.sentShare / 10));
+  ): void {
+    member.sent = strategy;
+    member.sentShare = share;
+    member.sentAtMs = now;
+    member.stream.queue(member.bucket.key, {
+      kind: 'assign',
+      bucketId: member.bucket.id,
+      ttlMs,
+      strategy,
+    });
   }
 
   /** This replica's part of `limit` for `bucket` (see {@link replicaBudget}). */

@@ -60,6 +60,8 @@ export interface Bucket {
   readonly members: Map<QuotaStream, Member>;
   /** The other replicas' demand for it, from the last exchange (empty without one). */
   peers: readonly PeerDemand[];
+  /** When its shares were last recomputed, ms (`-Infinity` before the first time). */
+  rebalancedMs: number;
 }
 
 /** What a stream asks of the service that owns it. */

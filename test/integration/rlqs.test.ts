@@ -11,7 +11,9 @@ import { METHOD_PATHS, RLQS_SERVICE_NAME } from '../../src/transport/rpc.js';
 import { ruleDir, startApp, type RunningApp } from '../helpers/app.js';
 import {
   createEnvoyRlqsClient,
+  createEnvoyRlsClient,
   loadEnvoyRlqs,
+  rlsRequest,
   type EnvoyRlqsClient,
 } from '../helpers/envoy-rls-client.js';
 import { connectHttp2, grpcFrame, pingHttp2, startRawCall } from '../helpers/grpc-wire.js';
@@ -151,6 +153,45 @@ describe('RLQS on the gRPC port', () => {
     });
     expect(rlqs.running.app.quota.bucketCount).toBe(0);
     expect(rlqs.running.app.quota.pendingCount).toBe(0);
+  });
+});
+
+describe('RLQS: a hostile stream flooding reports on shared buckets', () => {
+  const rlqs = useRlqsApp({});
+
+  it('ShouldRateLimit on another connection is still answered within its deadline', async () => {
+    // 50 streams on the same 1000 buckets: every report of one of them touches 50000 records.
+    const streams = Array.from({ length: 50 }, () => rlqs.client.openStream());
+    for (const { call } of streams) call.write(report(0, 1_000));
+    const counters = rlqs.running.app.metrics.rlqs;
+    await waitFor('50 streams on 1000 shared buckets', () => counters.buckets === 50_000, {
+      timeoutMs: 30_000,
+    });
+    // Its own connection (grpc-js would otherwise share the RLQS client's).
+    const rls = createEnvoyRlsClient(`127.0.0.1:${rlqs.running.port}`, undefined, {
+      'grpc.use_local_subchannel_pool': 1,
+    });
+    try {
+      const hostile = streams[0]!.call;
+      const target = counters.reports + 200;
+      for (let i = 0; i < 200; i++) hostile.write(report(0, 1_000, i % 2 === 0 ? 1 : 1_000));
+      let answered = 0;
+      for (let i = 0; i < 500 && counters.reports < target; i++) {
+        // Rejects with DEADLINE_EXCEEDED if a report's work holds the event loop for a second.
+        const answer = await rls.shouldRateLimit(rlsRequest('rlqs', [{ name: 'n' }]), 1_000);
+        expect(answer.overall_code).toBe('OK');
+        answered++;
+      }
+      expect(answered).toBeGreaterThan(0);
+      await waitFor('the flood handled', () => counters.reports >= target, { timeoutMs: 30_000 });
+      expect(rlqs.running.app.quota.streamCount).toBe(50);
+    } finally {
+      rls.close();
+      for (const { call } of streams) call.end();
+    }
+    await waitFor('the streams closed', () => rlqs.running.app.quota.streamCount === 0, {
+      timeoutMs: 10_000,
+    });
   });
 });
 

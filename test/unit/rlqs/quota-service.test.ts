@@ -4,15 +4,17 @@
  * not on every report, refreshed before their TTL, a closed stream's share returns, buckets no
  * longer reported are abandoned, and every bound ends the stream with the right reason.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../../src/clock.js';
 import { buildSnapshot } from '../../../src/config/snapshot.js';
 import { silentLogger } from '../../../src/logging/logger.js';
 import { newRlqsCounters } from '../../../src/metrics/rlqs-metrics.js';
 import { bucketRule, orderBucketEntries } from '../../../src/rlqs/bucket-rule.js';
 import type { BucketAction, UsageReports } from '../../../src/rlqs/model.js';
-import { QuotaService, type QuotaLimits } from '../../../src/rlqs/quota-service.js';
+import type { QuotaLimits } from '../../../src/rlqs/limits.js';
+import { QuotaService } from '../../../src/rlqs/quota-service.js';
 import type { QuotaRefusal, QuotaSink } from '../../../src/rlqs/quota-stream.js';
+import { computeShares } from '../../../src/rlqs/shares.js';
 
 const RULES = `
 domain: rlqs
@@ -390,5 +392,94 @@ describe('the process-wide bound', () => {
       'RLQS streams report 5 buckets in all (RLQS_MAX_BUCKETS); retry later',
     ]);
     expect(service.bucketCount).toBe(4);
+  });
+});
+
+describe('the CPU one report costs', () => {
+  /** `streams` streams all reporting the same `buckets` buckets once, then a settled pass. */
+  function shared(streams: number, buckets: number, limits: Partial<QuotaLimits> = {}) {
+    const env = setup(limits);
+    const sinks = Array.from({ length: streams }, () => new RecordingSink());
+    const open = sinks.map((sink) => env.service.open(sink)!);
+    const usages = (n: number) =>
+      Array.from({ length: buckets }, (_, i) => report(`free-${i}`, n).usages[0]!);
+    for (const stream of open) stream.report({ domain: 'rlqs', usages: usages(10) });
+    while (env.service.settle());
+    return { ...env, sinks, open, usages };
+  }
+
+  it('a flood of reports on shared buckets computes each share at most once per rebalanceMs', async () => {
+    // 40 streams on the same 50 buckets: one report touches 2000 stream-bucket records.
+    const { service, clock, counters, open, usages } = shared(40, 50, {
+      rebalanceBudget: 500,
+    });
+    clock.advance(5_000);
+    const before = counters.sharesComputed;
+    let most = 0;
+    for (let i = 0; i < 200; i++) {
+      const start = counters.sharesComputed;
+      open[0]!.report({ domain: 'rlqs', usages: usages(i % 2 === 0 ? 1 : 1_000) });
+      // A turn of the event loop between reports: nothing scheduled may recompute them.
+      await new Promise((resolve) => setImmediate(resolve));
+      most = Math.max(most, counters.sharesComputed - start);
+      clock.advance(1);
+    }
+    // Each report computes at most one budget, and the flood (200 ms) each bucket's shares once:
+    // the old code computed 2000 per report, 400000 in all.
+    expect(most).toBeLessThanOrEqual(500);
+    expect(counters.sharesComputed - before).toBeLessThanOrEqual(2_000);
+    // The timer's pass settles what waits, one budget per call, and the rule still holds.
+    let passes = 0;
+    while (service.settle()) passes++;
+    expect(passes).toBeLessThanOrEqual(2_000 / 500);
+    for (const bucket of service.describe()) {
+      const demands = bucket.shares.map((s) => s.demand);
+      expect(bucket.shares.map((s) => s.share)).toEqual(computeShares(100, demands));
+    }
+  });
+
+  it("the timer's pass computes each deferred share once a second, however many reports", () => {
+    vi.useFakeTimers();
+    try {
+      const { service, clock, counters, open, usages } = shared(40, 50, {
+        rebalanceBudget: 500,
+      });
+      service.start();
+      const before = counters.sharesComputed;
+      // 2 s of reports 1 ms apart, the timers (sweep and pass) running as they would.
+      for (let i = 0; i < 2_000; i++) {
+        open[i % 40]!.report({ domain: 'rlqs', usages: usages(i % 2 === 0 ? 1 : 1_000) });
+        clock.advance(1);
+        vi.advanceTimersByTime(1);
+      }
+      service.stop();
+      // 2000 records: per second at most one computation each on reports and one in the pass
+      // (plus a budget); recomputing on every report would be 2000 x 2000.
+      expect(counters.sharesComputed - before).toBeLessThanOrEqual(2 * (2_000 + 2_000 + 500));
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a stream joining buckets past the budget gets a standby share, then its own', () => {
+    const { service, clock, counters } = shared(40, 50, { rebalanceBudget: 500 });
+    clock.advance(1_000);
+    const sink = new RecordingSink();
+    const late = service.open(sink)!;
+    const before = counters.sharesComputed;
+    late.report({
+      domain: 'rlqs',
+      usages: Array.from({ length: 50 }, (_, i) => report(`free-${i}`, 10).usages[0]!),
+    });
+    expect(counters.sharesComputed - before).toBeLessThanOrEqual(500);
+    // Every bucket is answered at once (the first report is a watch).
+    expect(sink.sent).toHaveLength(1);
+    expect(sink.sent[0]).toHaveLength(50);
+    while (service.settle());
+    for (const bucket of service.describe()) {
+      expect(bucket.shares).toHaveLength(41);
+      const demands = bucket.shares.map((s) => s.demand);
+      expect(bucket.shares.map((s) => s.share)).toEqual(computeShares(100, demands));
+    }
   });
 });
