@@ -71,7 +71,7 @@ export function assertRequirement(requirement: ContainerRequirement): void {
  * time bound of the tier (commands, polls, requests, the tests' own time-outs) is multiplied by
  * it; what the tests assert does not change.
  */
-export const TIME_SCALE = ((): number => {
+const TIME_SCALE = ((): number => {
   const raw = process.env['SLUICE_CONTAINER_TIME_SCALE'] ?? '';
   const value = Number(raw);
   if (raw === '') return 1;
