@@ -183,7 +183,10 @@ export async function healthcheckRun(container: string): Promise<Run> {
  * host with systemd (and a Docker daemon does itself), so compose's `condition: service_healthy`
  * and `docker ps` health work here. The checks run are the containers' own.
  */
-export function startHealthTicker(prefix: string, intervalMs = 2000): { stop(): Promise<void> } {
+export function startHealthTicker(
+  prefix: string,
+  intervalMs = scaled(2000),
+): { stop(): Promise<void> } {
   let stopped = false;
   let current: Promise<unknown> = Promise.resolve();
   const tick = async (): Promise<void> => {
