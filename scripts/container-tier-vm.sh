@@ -73,6 +73,7 @@ rm -rf "${root}/usr/local/lib/npm" && cp -a "$(dirname "$(dirname "$(readlink -f
 ln -sf ../lib/npm/bin/npm-cli.js "${root}/usr/local/bin/npm"
 ln -sf ../lib/npm/bin/npx-cli.js "${root}/usr/local/bin/npx"
 CONTAINERS_CONF="$(bash "${repo_root}/scripts/containers-conf.sh")" bash "${repo_root}/scripts/test-container-images.sh"
+rm -f "${root}/root/images.tar"
 CONTAINERS_CONF="$(bash "${repo_root}/scripts/containers-conf.sh")" podman save -q -m -o "${root}/root/images.tar" \
   docker.io/library/node:24-slim docker.io/envoyproxy/envoy:v1.40-latest docker.io/library/redis:7 \
   localhost/sluice-test/debian:bookworm >/dev/null
