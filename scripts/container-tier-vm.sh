@@ -11,7 +11,8 @@
 # The guest is a fresh clone of HEAD with the host's node_modules. Env: SLUICE_VM_ACCEL (`tcg`,
 # the default, emulates the CPU: works anywhere, about 5-10 times slower; `kvm` where the host's
 # KVM runs an ordinary guest kernel), SLUICE_CONTAINER_TIME_SCALE (the tier's time bounds; default
-# 4 under tcg). Prints the guest's log and exits with the tier's exit code.
+# 4 under tcg), SLUICE_VM_TEST_ARGS (vitest arguments, e.g. `-t 'redis.yml'` for one test). Prints
+# the guest's log and exits with the tier's exit code.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -94,7 +95,7 @@ podman info --format 'runtime {{.Host.OCIRuntime.Name}} {{.Host.OCIRuntime.Versi
 podman load -q -i /root/images.tar
 unset CONTAINERS_CONF
 start=\$SECONDS
-npm run --silent test:container
+npm run --silent test:container -- ${SLUICE_VM_TEST_ARGS:-}
 rc=\$?
 echo "container tier: exit \$rc after \$((SECONDS - start)) s"
 echo \$rc > /root/rc
