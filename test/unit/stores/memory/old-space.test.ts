@@ -7,7 +7,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { defaultMaxBytes } from '../../../../src/stores/memory/memory-store.js';
-import { oldSpaceLimit, type HeapFigures } from '../../../../src/stores/memory/old-space.js';
+import {
+  oldSpaceLimit,
+  processOldSpaceLimit,
+  type HeapFigures,
+} from '../../../../src/stores/memory/old-space.js';
 
 const MiB = 1_048_576;
 
@@ -71,8 +75,22 @@ describe('the old-space limit', () => {
     // Not a flag V8 accepts as such (the process would not have started), or past the limit.
     expect(oldSpaceLimit(figures(4_288, '--max-old-space-size=256MB'))).toBe(4_288 * MiB);
     expect(oldSpaceLimit(figures(448, '--max-old-space-size=448'))).toBe(448 * MiB);
+    expect(oldSpaceLimit(figures(448, '--max-old-space-size=512'))).toBe(448 * MiB);
     expect(oldSpaceLimit({ heapSizeLimit: 448 * MiB, nodeOptions: undefined, execArgv: [] })).toBe(
       448 * MiB,
     );
+  });
+
+  it("reads this process's NODE_OPTIONS", () => {
+    const before = process.env['NODE_OPTIONS'];
+    process.env['NODE_OPTIONS'] = '--max-old-space-size=64';
+    try {
+      // 64 MiB is below any heap limit this process can have; the command line names no size.
+      expect(process.execArgv.some((a) => /old[-_]space/.test(a))).toBe(false);
+      expect(processOldSpaceLimit()).toBe(64 * MiB);
+    } finally {
+      if (before === undefined) delete process.env['NODE_OPTIONS'];
+      else process.env['NODE_OPTIONS'] = before;
+    }
   });
 });
