@@ -93,7 +93,8 @@ export async function createStore(
     let unstored = 0;
     let unstoredLoggedAt = -Infinity;
     const maxKeys = settings.memoryMaxKeys;
-    const maxBytes = settings.memoryMaxBytes ?? defaultMaxBytes();
+    const defaultBytes = defaultMaxBytes();
+    const maxBytes = settings.memoryMaxBytes ?? defaultBytes;
     // Which cap was reached: the key cap when the store holds that many keys, else the byte cap
     // (read when the warning is written, after the call that evicted; `store` is set by then).
     const cap = (): string => (store.size() >= maxKeys ? 'MEMORY_MAX_KEYS' : 'MEMORY_MAX_BYTES');
@@ -102,7 +103,7 @@ export async function createStore(
     memoryLog.info({ maxKeys, maxBytes, oldSpaceBytes, heapLimitBytes }, 'memory store created');
     // Above half the old space the cap no longer leaves the rest of the process, and the
     // garbage of a flood, their room: a flood of long keys can exhaust the heap before it.
-    if (maxBytes > defaultMaxBytes()) {
+    if (maxBytes > defaultBytes) {
       memoryLog.warn(
         { maxBytes, oldSpaceBytes },
         'MEMORY_MAX_BYTES is over half the old-space limit: a flood of long keys can exhaust the heap; lower it or raise --max-old-space-size',
